@@ -1,0 +1,1 @@
+//! Criterion benches for sqs-engine live in `benches/`; this library is empty.

@@ -1,0 +1,395 @@
+//! [`SqsApi`] over `aws-sdk-sqs`: the one module that talks to SQS.
+
+use std::collections::HashMap;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::retry::RetryConfig;
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+    MessageSystemAttributeName, QueueAttributeName,
+};
+
+use crate::api::{
+    BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
+    ReceiveRequest, ReceivedMessage, SqsApi, is_throttling_code,
+};
+use crate::message::{AttributeValue, MessageAttribute};
+
+/// The engine's connection to SQS through an `aws_sdk_sqs::Client`.
+///
+/// Made with [`from_sdk_config`](Self::from_sdk_config), the client's own retries are turned
+/// off: the engine retries transient failures itself, with backoff and jitter, and counts each
+/// call. Made from a client with [`new`](Self::new), the client is used as it is.
+#[derive(Debug, Clone)]
+pub struct AwsSqs {
+    client: Client,
+}
+
+impl AwsSqs {
+    /// Uses `client` as it is configured, its retry policy included.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    /// A client from an `aws-config` [`SdkConfig`](aws_config::SdkConfig) (credentials, region,
+    /// endpoint, `AWS_ENDPOINT_URL`), with the SDK's own retries turned off.
+    pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
+        let config = aws_sdk_sqs::config::Builder::from(config)
+            .retry_config(RetryConfig::disabled())
+            .build();
+        Self {
+            client: Client::from_conf(config),
+        }
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl SqsApi for AwsSqs {
+    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        let call = self.client.get_queue_url().queue_name(queue_name).send();
+        Box::pin(async move {
+            let output = call.await.map_err(classify)?;
+            output
+                .queue_url
+                .ok_or_else(|| CallError::new(CallErrorKind::Other, "GetQueueUrl answered no URL"))
+        })
+    }
+
+    fn queue_attributes<'a>(
+        &'a self,
+        queue_url: &'a str,
+    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+        let call = self
+            .client
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::All)
+            .send();
+        Box::pin(async move {
+            let output = call.await.map_err(classify)?;
+            let mut attributes = output.attributes.unwrap_or_default();
+            Ok(QueueAttributes {
+                arn: attributes.remove(&QueueAttributeName::QueueArn),
+                visibility_timeout: attributes
+                    .get(&QueueAttributeName::VisibilityTimeout)
+                    .and_then(|v| v.parse().ok()),
+                fifo: attributes
+                    .get(&QueueAttributeName::FifoQueue)
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                redrive_policy: attributes.remove(&QueueAttributeName::RedrivePolicy),
+            })
+        })
+    }
+
+    fn set_queue_attributes<'a>(
+        &'a self,
+        queue_url: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        let mut call = self.client.set_queue_attributes().queue_url(queue_url);
+        for (name, value) in attributes {
+            call = call.attributes(QueueAttributeName::from(*name), value.clone());
+        }
+        Box::pin(async move {
+            call.send().await.map_err(classify)?;
+            Ok(())
+        })
+    }
+
+    fn receive<'a>(
+        &'a self,
+        request: &'a ReceiveRequest<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        let call = self
+            .client
+            .receive_message()
+            .queue_url(request.queue_url)
+            .max_number_of_messages(i32::from(request.max_messages))
+            .wait_time_seconds(saturating_i32(request.wait_time.as_secs()))
+            .visibility_timeout(saturating_i32(u64::from(request.visibility_timeout)))
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send();
+        Box::pin(async move {
+            let output = call.await.map_err(classify)?;
+            Ok(output
+                .messages
+                .unwrap_or_default()
+                .into_iter()
+                .map(convert_message)
+                .collect())
+        })
+    }
+
+    fn delete_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        receipt_handles: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        let mut call = self.client.delete_message_batch().queue_url(queue_url);
+        for (position, handle) in receipt_handles.iter().enumerate() {
+            let entry = DeleteMessageBatchRequestEntry::builder()
+                .id(ENTRY_IDS[position])
+                .receipt_handle(*handle)
+                .build();
+            match entry {
+                Ok(entry) => call = call.entries(entry),
+                Err(error) => return invalid_entry(error),
+            }
+        }
+        let entries = receipt_handles.len();
+        Box::pin(async move {
+            let output = call.send().await.map_err(classify)?;
+            let successful = output.successful.iter().map(|entry| entry.id.as_str());
+            Ok(align(entries, successful, output.failed))
+        })
+    }
+
+    fn change_message_visibility_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [(&'a str, u32)],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        let mut call = self
+            .client
+            .change_message_visibility_batch()
+            .queue_url(queue_url);
+        for (position, (handle, seconds)) in entries.iter().enumerate() {
+            let entry = ChangeMessageVisibilityBatchRequestEntry::builder()
+                .id(ENTRY_IDS[position])
+                .receipt_handle(*handle)
+                .visibility_timeout(saturating_i32(u64::from(*seconds)))
+                .build();
+            match entry {
+                Ok(entry) => call = call.entries(entry),
+                Err(error) => return invalid_entry(error),
+            }
+        }
+        let count = entries.len();
+        Box::pin(async move {
+            let output = call.send().await.map_err(classify)?;
+            let successful = output.successful.iter().map(|entry| entry.id.as_str());
+            Ok(align(count, successful, output.failed))
+        })
+    }
+}
+
+/// Entry ids are positions in the batch, never message ids: the same message received twice
+/// can be settled twice in one batch without `BatchEntryIdsNotDistinct`.
+const ENTRY_IDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+
+fn invalid_entry<T: Send + 'static>(
+    error: impl std::fmt::Display,
+) -> BoxFuture<'static, Result<T, CallError>> {
+    let error = CallError::new(CallErrorKind::Invalid, error.to_string());
+    Box::pin(async move { Err(error) })
+}
+
+/// One result per request entry, in request order, from SQS's `Successful` and `Failed` lists.
+/// An entry SQS named in neither list is reported as a transient failure, to be sent again.
+fn align<'a>(
+    entries: usize,
+    successful: impl Iterator<Item = &'a str>,
+    failed: Vec<aws_sdk_sqs::types::BatchResultErrorEntry>,
+) -> Vec<EntryResult> {
+    let mut results: Vec<Option<EntryResult>> = vec![None; entries];
+    for id in successful {
+        if let Some(slot) = id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
+            *slot = Some(EntryResult::Ok);
+        }
+    }
+    for failure in failed {
+        if let Some(slot) = failure
+            .id
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| results.get_mut(i))
+        {
+            *slot = Some(EntryResult::Failed(EntryFailure {
+                code: failure.code,
+                sender_fault: failure.sender_fault,
+                message: failure.message,
+            }));
+        }
+    }
+    results
+        .into_iter()
+        .map(|result| {
+            result.unwrap_or_else(|| {
+                EntryResult::Failed(EntryFailure {
+                    code: "MissingEntryResult".into(),
+                    sender_fault: false,
+                    message: Some(
+                        "SQS listed the entry neither as successful nor as failed".into(),
+                    ),
+                })
+            })
+        })
+        .collect()
+}
+
+fn convert_message(message: aws_sdk_sqs::types::Message) -> ReceivedMessage {
+    let attributes = message
+        .attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value))
+        .collect();
+    let message_attributes = message
+        .message_attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, value)| {
+            let converted = match (value.string_value, value.binary_value) {
+                (_, Some(binary)) => AttributeValue::Binary(binary.into_inner()),
+                (Some(text), None) => AttributeValue::String(text),
+                (None, None) => AttributeValue::String(String::new()),
+            };
+            (
+                name,
+                MessageAttribute {
+                    data_type: value.data_type,
+                    value: converted,
+                },
+            )
+        })
+        .collect::<HashMap<_, _>>();
+    ReceivedMessage {
+        message_id: message.message_id.unwrap_or_default(),
+        receipt_handle: message.receipt_handle.unwrap_or_default(),
+        body: message.body.unwrap_or_default(),
+        attributes,
+        message_attributes,
+    }
+}
+
+fn saturating_i32(value: u64) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+/// Sorts an SDK error into the kinds the engine acts on.
+fn classify<E, R>(error: SdkError<E, R>) -> CallError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + HttpStatus,
+{
+    let message = DisplayErrorContext(&error).to_string();
+    let (kind, code) = match &error {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            (CallErrorKind::Network, None)
+        }
+        SdkError::ServiceError(context) => {
+            let code = context.err().code().map(str::to_owned);
+            let status = context.raw().status();
+            (kind_of(code.as_deref(), status), code)
+        }
+        _ => (CallErrorKind::Other, None),
+    };
+    CallError {
+        kind,
+        code,
+        message,
+    }
+}
+
+/// The status code of a raw response.
+trait HttpStatus {
+    fn status(&self) -> u16;
+}
+
+impl HttpStatus for aws_sdk_sqs::config::http::HttpResponse {
+    fn status(&self) -> u16 {
+        aws_sdk_sqs::config::http::HttpResponse::status(self).as_u16()
+    }
+}
+
+fn kind_of(code: Option<&str>, status: u16) -> CallErrorKind {
+    let code = code.unwrap_or_default();
+    if is_throttling_code(code) || status == 429 {
+        return CallErrorKind::Throttled;
+    }
+    match code {
+        "QueueDoesNotExist" | "AWS.SimpleQueueService.NonExistentQueue" => {
+            return CallErrorKind::QueueNotFound;
+        }
+        "AccessDenied"
+        | "AccessDeniedException"
+        | "InvalidClientTokenId"
+        | "UnrecognizedClientException"
+        | "SignatureDoesNotMatch"
+        | "InvalidSecurity"
+        | "MissingAuthenticationToken"
+        | "ExpiredToken"
+        | "RequestExpired" => return CallErrorKind::AccessDenied,
+        "InternalError" | "InternalFailure" | "ServiceUnavailable" => {
+            return CallErrorKind::Server;
+        }
+        _ => {}
+    }
+    if status >= 500 {
+        CallErrorKind::Server
+    } else {
+        CallErrorKind::Invalid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_sorted_by_code_then_status() {
+        assert_eq!(
+            kind_of(Some("RequestThrottled"), 400),
+            CallErrorKind::Throttled
+        );
+        assert_eq!(kind_of(None, 429), CallErrorKind::Throttled);
+        assert_eq!(
+            kind_of(Some("QueueDoesNotExist"), 400),
+            CallErrorKind::QueueNotFound
+        );
+        assert_eq!(
+            kind_of(Some("AWS.SimpleQueueService.NonExistentQueue"), 400),
+            CallErrorKind::QueueNotFound
+        );
+        assert_eq!(
+            kind_of(Some("AccessDenied"), 403),
+            CallErrorKind::AccessDenied
+        );
+        assert_eq!(kind_of(Some("Whatever"), 503), CallErrorKind::Server);
+        assert_eq!(kind_of(Some("InternalError"), 400), CallErrorKind::Server);
+        assert_eq!(
+            kind_of(Some("InvalidParameterValue"), 400),
+            CallErrorKind::Invalid
+        );
+    }
+
+    #[test]
+    fn batch_results_are_aligned_to_request_positions() {
+        let failed = vec![
+            aws_sdk_sqs::types::BatchResultErrorEntry::builder()
+                .id("1")
+                .code("ReceiptHandleIsInvalid")
+                .sender_fault(true)
+                .build()
+                .expect("valid entry"),
+        ];
+        let results = align(3, ["2", "0"].into_iter(), failed);
+        assert_eq!(results[0], EntryResult::Ok);
+        assert!(
+            matches!(&results[1], EntryResult::Failed(f) if f.code == "ReceiptHandleIsInvalid")
+        );
+        assert_eq!(results[2], EntryResult::Ok);
+    }
+
+    #[test]
+    fn an_entry_sqs_did_not_mention_is_sent_again() {
+        let results = align(2, ["0"].into_iter(), Vec::new());
+        assert!(matches!(&results[1], EntryResult::Failed(f) if f.is_transient()));
+    }
+}

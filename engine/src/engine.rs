@@ -1,0 +1,598 @@
+//! The engine: configuration, and the run loop that ties receivers, workers and settlement
+//! together.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug_span, error, info, warn};
+
+use crate::api::SqsApi;
+use crate::aws::AwsSqs;
+use crate::backoff::Backoff;
+use crate::delivery::Delivery;
+use crate::error::{ConfigError, Error};
+use crate::handler::{BatchHandler, Handler};
+use crate::metrics::{Stats, StatsCells};
+use crate::outcome::{BatchOutcome, Outcome};
+use crate::queue::{OpenOptions, QueueRuntime};
+use crate::receiver::{self, ReceiverConfig};
+use crate::settle::coalescer::CoalescerConfig;
+use crate::settle::run_flusher;
+use crate::settle::visibility::MAX_VISIBILITY;
+
+/// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
+/// ranges.
+///
+/// The defaults are tuned for a busy queue on one host: four long-poll receivers of ten
+/// messages, 64 handlers at once, batches that wait at most 5 ms for company while a call of
+/// their kind is in flight.
+#[derive(Clone)]
+pub struct EngineBuilder {
+    api: Option<Arc<dyn SqsApi>>,
+    queue: Option<String>,
+    receivers: usize,
+    workers: usize,
+    prefetch: Option<usize>,
+    receive_batch: usize,
+    wait_time: Duration,
+    visibility_timeout: Option<Duration>,
+    max_batch_wait: Duration,
+    max_batches_in_flight: usize,
+    shutdown_timeout: Duration,
+    backoff: Backoff,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        Self {
+            api: None,
+            queue: None,
+            receivers: 4,
+            workers: 64,
+            prefetch: None,
+            receive_batch: 10,
+            wait_time: Duration::from_secs(20),
+            visibility_timeout: None,
+            max_batch_wait: Duration::from_millis(5),
+            max_batches_in_flight: 16,
+            shutdown_timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("queue", &self.queue)
+            .field("receivers", &self.receivers)
+            .field("workers", &self.workers)
+            .field("prefetch", &self.prefetch)
+            .field("receive_batch", &self.receive_batch)
+            .field("wait_time", &self.wait_time)
+            .field("visibility_timeout", &self.visibility_timeout)
+            .field("max_batch_wait", &self.max_batch_wait)
+            .field("max_batches_in_flight", &self.max_batches_in_flight)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("backoff", &self.backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineBuilder {
+    /// Talks to SQS with a client made from an `aws-config` [`SdkConfig`](aws_config::SdkConfig)
+    /// (credentials, region, endpoint and `AWS_ENDPOINT_URL` as it resolved them). The SDK's
+    /// own retries are turned off: the engine retries, with backoff and jitter, and counts.
+    pub fn sdk_config(self, config: &aws_config::SdkConfig) -> Self {
+        self.api(AwsSqs::from_sdk_config(config))
+    }
+
+    /// Talks to SQS through `client`, as it is configured.
+    pub fn client(self, client: aws_sdk_sqs::Client) -> Self {
+        self.api(AwsSqs::new(client))
+    }
+
+    /// Talks to SQS through any [`SqsApi`]: a wrapper that observes the calls, or a stand-in.
+    pub fn api(mut self, api: impl SqsApi) -> Self {
+        self.api = Some(Arc::new(api));
+        self
+    }
+
+    /// The queue to consume, by name or by URL. Required.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Long-poll loops on the queue, 1..=64. Default 4.
+    pub fn receivers(mut self, receivers: usize) -> Self {
+        self.receivers = receivers;
+        self
+    }
+
+    /// Handler invocations at once, 1..=100 000. Default 64.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Messages received ahead of a free worker. The engine never holds more than
+    /// `workers + prefetch` unsettled messages; each receiver waits for room for a whole
+    /// receive batch. Default: one receive batch per receiver.
+    pub fn prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = Some(prefetch);
+        self
+    }
+
+    /// Messages asked for per receive call, 1..=10. Default 10: fewer costs more requests
+    /// per message.
+    pub fn receive_batch(mut self, messages: usize) -> Self {
+        self.receive_batch = messages;
+        self
+    }
+
+    /// The long-poll wait, 0..=20 s. Default 20 s, the fewest empty receives.
+    pub fn wait_time(mut self, wait: Duration) -> Self {
+        self.wait_time = wait;
+        self
+    }
+
+    /// The visibility timeout asked for at each receive, whole seconds up to 12 hours.
+    /// Default: the queue's own.
+    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a settlement may wait for others to share its batch call while a call of its
+    /// kind is in flight, up to 1 s. An entry goes out at once when no call of its kind is in
+    /// flight, and with the batch as soon as ten are waiting. Default 5 ms.
+    pub fn max_batch_wait(mut self, wait: Duration) -> Self {
+        self.max_batch_wait = wait;
+        self
+    }
+
+    /// Batch calls of one kind in flight at once, 1..=256. Default 16.
+    pub fn max_batches_in_flight(mut self, calls: usize) -> Self {
+        self.max_batches_in_flight = calls;
+        self
+    }
+
+    /// How long shutdown waits for running handlers before it drops them (their messages come
+    /// back when their visibility lapses). Pending settlements are sent whatever this is.
+    /// Default 30 s.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How failed settlement and startup calls are retried. Default: 50 ms doubling to 5 s,
+    /// 8 attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Checks the settings and makes the engine. Nothing is called on SQS yet.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first setting out of range, or the missing queue or
+    /// client.
+    pub fn build(self) -> Result<Engine, ConfigError> {
+        let api = self
+            .api
+            .ok_or_else(|| ConfigError::new("sdk_config / client / api", "unset", "set"))?;
+        let queue = self
+            .queue
+            .filter(|q| !q.is_empty())
+            .ok_or_else(|| ConfigError::new("queue", "unset", "a queue name or URL"))?;
+        check_range("receivers", self.receivers, 1..=64, "1..=64")?;
+        check_range("workers", self.workers, 1..=100_000, "1..=100000")?;
+        check_range("receive_batch", self.receive_batch, 1..=10, "1..=10")?;
+        check_range(
+            "max_batches_in_flight",
+            self.max_batches_in_flight,
+            1..=256,
+            "1..=256",
+        )?;
+        if self.wait_time > Duration::from_secs(20) {
+            return Err(ConfigError::duration(
+                "wait_time",
+                self.wait_time,
+                "at most 20 s",
+            ));
+        }
+        let visibility_timeout = match self.visibility_timeout {
+            Some(timeout) if timeout > MAX_VISIBILITY || timeout.subsec_nanos() != 0 => {
+                return Err(ConfigError::duration(
+                    "visibility_timeout",
+                    timeout,
+                    "whole seconds, at most 12 hours",
+                ));
+            }
+            Some(timeout) => Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
+            None => None,
+        };
+        if self.max_batch_wait > Duration::from_secs(1) {
+            return Err(ConfigError::duration(
+                "max_batch_wait",
+                self.max_batch_wait,
+                "at most 1 s",
+            ));
+        }
+        let prefetch = self.prefetch.unwrap_or(self.receive_batch * self.receivers);
+        if self.workers + prefetch < self.receive_batch {
+            return Err(ConfigError::new(
+                "prefetch",
+                prefetch,
+                "large enough that workers + prefetch holds one receive batch",
+            ));
+        }
+        Ok(Engine {
+            api,
+            queue,
+            receivers: self.receivers,
+            workers: self.workers,
+            capacity: self.workers + prefetch,
+            receive: ReceiverConfig {
+                max_messages: u8::try_from(self.receive_batch).unwrap_or(10),
+                wait_time: self.wait_time,
+            },
+            visibility_timeout,
+            coalescer: CoalescerConfig {
+                max_batch: 10,
+                max_wait: self.max_batch_wait,
+                max_in_flight: self.max_batches_in_flight,
+            },
+            shutdown_timeout: self.shutdown_timeout,
+            backoff: self.backoff,
+            stats: Arc::new(StatsCells::default()),
+        })
+    }
+}
+
+fn check_range(
+    setting: &'static str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+    expected: &'static str,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(setting, value, expected))
+    }
+}
+
+/// A consumer of one SQS queue.
+///
+/// Long-poll receivers feed a bounded pool of handler invocations; each message's outcome is
+/// settled on its own, in batch calls shared with other messages. Make one with
+/// [`Engine::builder`], then [`run`](Self::run) it with a handler until a shutdown signal.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sqs_engine::{Engine, Message, Outcome};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = aws_config::load_from_env().await;
+/// let engine = Engine::builder()
+///     .sdk_config(&config)
+///     .queue("orders")
+///     .workers(32)
+///     .build()?;
+/// engine
+///     .run(
+///         |message: Message| async move {
+///             match message.body().parse::<u64>() {
+///                 Ok(_) => Outcome::Ack,
+///                 Err(_) => Outcome::RetryAfter(Duration::from_secs(30)),
+///             }
+///         },
+///         async { tokio::signal::ctrl_c().await.unwrap_or(()) },
+///     )
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Engine {
+    api: Arc<dyn SqsApi>,
+    queue: String,
+    receivers: usize,
+    workers: usize,
+    capacity: usize,
+    receive: ReceiverConfig,
+    visibility_timeout: Option<u32>,
+    coalescer: CoalescerConfig,
+    shutdown_timeout: Duration,
+    backoff: Backoff,
+    stats: Arc<StatsCells>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("queue", &self.queue)
+            .field("receivers", &self.receivers)
+            .field("workers", &self.workers)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle on an engine's counters, readable while it runs and after.
+#[derive(Debug, Clone)]
+pub struct StatsHandle(Arc<StatsCells>);
+
+impl StatsHandle {
+    /// What the engine has done so far.
+    pub fn snapshot(&self) -> Stats {
+        self.0.snapshot()
+    }
+}
+
+impl Engine {
+    /// A builder with the default settings.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// A handle on the engine's counters.
+    pub fn stats(&self) -> StatsHandle {
+        StatsHandle(Arc::clone(&self.stats))
+    }
+
+    /// Consumes the queue, one message per handler call, until `shutdown` completes.
+    ///
+    /// Shutdown stops the receivers, returns the messages received but not started
+    /// (visibility 0, so another consumer gets them at once), waits for running handlers up to
+    /// the shutdown timeout, sends every pending settlement and waits for SQS's answers.
+    /// Nothing a handler settled is left unsent.
+    ///
+    /// # Errors
+    ///
+    /// Only at startup: [`Error::QueueNotFound`], or [`Error::Open`] when resolving the queue
+    /// or reading its attributes fails. Once running, failed calls are retried, logged and
+    /// counted, and the engine keeps going.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops the engine abruptly: settlements already queued may be lost
+    /// with the runtime, and every unsettled message comes back when its visibility lapses.
+    /// Complete `shutdown` instead to stop without losing a settlement.
+    pub async fn run<H: Handler>(
+        self,
+        handler: H,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Stats, Error> {
+        self.run_with(
+            Dispatch::<H, NoHandler>::Single(Arc::new(handler)),
+            shutdown,
+        )
+        .await
+    }
+
+    /// Consumes the queue, the messages of each receive call together, until `shutdown`
+    /// completes. Shutdown is as for [`run`](Self::run).
+    ///
+    /// # Errors
+    ///
+    /// As for [`run`](Self::run).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`run`](Self::run).
+    pub async fn run_batches<H: BatchHandler>(
+        self,
+        handler: H,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Stats, Error> {
+        self.run_with(Dispatch::<NoHandler, H>::Batch(Arc::new(handler)), shutdown)
+            .await
+    }
+
+    async fn run_with<S: Handler, B: BatchHandler>(
+        self,
+        dispatch: Dispatch<S, B>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Stats, Error> {
+        let (queue, _attributes) = QueueRuntime::open(
+            Arc::clone(&self.api),
+            OpenOptions {
+                queue: self.queue.clone(),
+                visibility_timeout: self.visibility_timeout,
+                backoff: self.backoff,
+                coalescer: self.coalescer,
+            },
+            Arc::clone(&self.stats),
+        )
+        .await?;
+        let queue = Arc::new(queue);
+        info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
+
+        let settle_tasks = TaskTracker::new();
+        let drain = CancellationToken::new();
+        settle_tasks.spawn(
+            run_flusher(Arc::clone(&queue), drain.clone(), settle_tasks.clone())
+                .instrument(debug_span!("flusher", queue = %queue.name)),
+        );
+
+        let stop = CancellationToken::new();
+        let watcher = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown => stop.cancel(),
+                    () = stop.cancelled() => {}
+                }
+            })
+        };
+
+        let tasks = TaskTracker::new();
+        let slots = Arc::new(Semaphore::new(self.capacity));
+        let (tx, mut rx) = mpsc::channel::<Vec<Delivery>>(self.capacity);
+        for index in 0..self.receivers {
+            tasks.spawn(
+                receiver::run(
+                    Arc::clone(&queue),
+                    self.receive,
+                    Arc::clone(&slots),
+                    tx.clone(),
+                    stop.child_token(),
+                )
+                .instrument(debug_span!("receiver", queue = %queue.name, index)),
+            );
+        }
+        drop(tx);
+
+        let workers = Arc::new(Semaphore::new(self.workers));
+        let abort = CancellationToken::new();
+        let mut returned = Vec::new();
+        'receive: loop {
+            let batch = tokio::select! {
+                biased;
+                () = stop.cancelled() => break 'receive,
+                batch = rx.recv() => match batch {
+                    Some(batch) => batch,
+                    None => break 'receive,
+                },
+            };
+            match &dispatch {
+                Dispatch::Single(handler) => {
+                    let mut batch = batch.into_iter();
+                    while let Some(delivery) = batch.next() {
+                        let permit = tokio::select! {
+                            biased;
+                            () = stop.cancelled() => {
+                                returned.push(delivery);
+                                returned.extend(batch);
+                                break 'receive;
+                            }
+                            permit = Arc::clone(&workers).acquire_owned() => permit,
+                        };
+                        let handler = Arc::clone(handler);
+                        let abort = abort.clone();
+                        let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
+                        tasks.spawn(
+                            async move {
+                                let _permit = permit;
+                                let (message, ticket) = delivery.into_parts();
+                                let outcome = tokio::select! {
+                                    outcome = handler.handle(message) => outcome,
+                                    () = abort.cancelled() => return,
+                                };
+                                // Queued now; the answer is recorded and logged by the flusher.
+                                drop(ticket.settle(outcome));
+                            }
+                            .instrument(span),
+                        );
+                    }
+                }
+                Dispatch::Batch(handler) => {
+                    let permit = tokio::select! {
+                        biased;
+                        () = stop.cancelled() => {
+                            returned.extend(batch);
+                            break 'receive;
+                        }
+                        permit = Arc::clone(&workers).acquire_owned() => permit,
+                    };
+                    let handler = Arc::clone(handler);
+                    let abort = abort.clone();
+                    let queue_name = Arc::clone(&queue.name);
+                    let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
+                    tasks.spawn(
+                        async move {
+                            let _permit = permit;
+                            let (messages, tickets): (Vec<_>, Vec<_>) =
+                                batch.into_iter().map(Delivery::into_parts).unzip();
+                            let outcome = tokio::select! {
+                                outcome = handler.handle(messages) => outcome,
+                                () = abort.cancelled() => return,
+                            };
+                            settle_batch(&queue_name, tickets, outcome);
+                        }
+                        .instrument(span),
+                    );
+                }
+            }
+        }
+
+        // Shutdown: no more receives; what was received but not started goes back at once.
+        stop.cancel();
+        let _ = watcher.await;
+        rx.close();
+        while let Some(batch) = rx.recv().await {
+            returned.extend(batch);
+        }
+        if !returned.is_empty() {
+            info!(queue = %queue.name, messages = returned.len(), "returning messages not started");
+        }
+        for delivery in returned {
+            drop(delivery.settle(Outcome::Retry));
+        }
+        tasks.close();
+        if tokio::time::timeout(self.shutdown_timeout, tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!(queue = %queue.name, timeout = ?self.shutdown_timeout, "handlers still running at the shutdown timeout; dropping them unsettled");
+            abort.cancel();
+            tasks.wait().await;
+        }
+        drain.cancel();
+        settle_tasks.close();
+        settle_tasks.wait().await;
+        info!(queue = %queue.name, "stopped");
+        Ok(self.stats.snapshot())
+    }
+}
+
+/// Settles the messages of a batch with the batch handler's answer.
+fn settle_batch(queue: &str, tickets: Vec<crate::delivery::Ticket>, outcome: BatchOutcome) {
+    match outcome {
+        BatchOutcome::All(outcome) => {
+            for ticket in tickets {
+                drop(ticket.settle(outcome));
+            }
+        }
+        BatchOutcome::Each(outcomes) => {
+            if outcomes.len() != tickets.len() {
+                error!(
+                    queue,
+                    messages = tickets.len(),
+                    outcomes = outcomes.len(),
+                    "batch handler returned a different number of outcomes than messages; the messages without one are left unsettled"
+                );
+            }
+            for (ticket, outcome) in tickets.into_iter().zip(outcomes) {
+                drop(ticket.settle(outcome));
+            }
+        }
+    }
+}
+
+enum Dispatch<S, B> {
+    Single(Arc<S>),
+    Batch(Arc<B>),
+}
+
+/// Stands in for the handler kind a run does not use; never called.
+struct NoHandler;
+
+impl Handler for NoHandler {
+    async fn handle(&self, _message: crate::message::Message) -> Outcome {
+        Outcome::Retry
+    }
+}
+
+impl BatchHandler for NoHandler {
+    async fn handle(&self, _messages: Vec<crate::message::Message>) -> BatchOutcome {
+        BatchOutcome::All(Outcome::Retry)
+    }
+}

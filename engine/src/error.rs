@@ -1,0 +1,120 @@
+//! Errors: opening a queue, configuring the engine, settling a message.
+
+use std::time::Duration;
+
+use crate::api::CallError;
+
+/// An engine could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A setting is out of its range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The queue does not exist (or the credentials may not see it).
+    #[error("queue `{queue}` does not exist")]
+    QueueNotFound {
+        /// The queue as it was named.
+        queue: String,
+    },
+    /// A call the engine needs to open the queue failed.
+    #[error("opening queue `{queue}`: {action} failed")]
+    Open {
+        /// The queue as it was named.
+        queue: String,
+        /// The SQS action that failed.
+        action: &'static str,
+        /// What SQS or the connection said.
+        #[source]
+        source: CallError,
+    },
+    /// The queue's attributes say something the engine cannot work with.
+    #[error("queue `{queue}` is misconfigured: {reason}")]
+    Misconfigured {
+        /// The queue as it was named.
+        queue: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A setting of the engine is out of its range. It names the setting and the range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{setting}` is {value}, but must be {expected}")]
+pub struct ConfigError {
+    /// The builder method that set it.
+    pub setting: &'static str,
+    /// The value given, as text.
+    pub value: String,
+    /// The allowed range.
+    pub expected: &'static str,
+}
+
+impl ConfigError {
+    pub(crate) fn new(setting: &'static str, value: impl ToString, expected: &'static str) -> Self {
+        Self {
+            setting,
+            value: value.to_string(),
+            expected,
+        }
+    }
+
+    pub(crate) fn duration(setting: &'static str, value: Duration, expected: &'static str) -> Self {
+        Self::new(setting, format!("{value:?}"), expected)
+    }
+}
+
+/// A message's settlement did not take effect.
+///
+/// SQS may still hand the message out again: when its visibility lapses, or at once if it was
+/// a retry. Whatever the variant, the other messages of the same batch call are not affected.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettleError {
+    /// SQS refused this entry of the batch call, for example because the receipt handle is
+    /// invalid or expired.
+    #[error("SQS refused the settlement of message {message_id} on queue `{queue}`: {code}")]
+    Rejected {
+        /// The queue.
+        queue: String,
+        /// The message.
+        message_id: String,
+        /// SQS's error code.
+        code: String,
+        /// SQS's description, when it gave one.
+        detail: Option<String>,
+    },
+    /// The batch call failed as a whole, and kept failing for as long as the retry budget
+    /// allowed, or failed in a way that retrying cannot mend.
+    #[error("settling message {message_id} on queue `{queue}` failed after {attempts} attempt(s)")]
+    Failed {
+        /// The queue.
+        queue: String,
+        /// The message.
+        message_id: String,
+        /// Calls made for this entry.
+        attempts: u32,
+        /// The last call's error.
+        #[source]
+        source: CallError,
+    },
+    /// The engine had stopped before the settlement could be sent.
+    #[error("the engine for queue `{queue}` stopped before message {message_id} was settled")]
+    Stopped {
+        /// The queue.
+        queue: String,
+        /// The message.
+        message_id: String,
+    },
+}
+
+impl SettleError {
+    /// The message whose settlement failed.
+    pub fn message_id(&self) -> &str {
+        match self {
+            Self::Rejected { message_id, .. }
+            | Self::Failed { message_id, .. }
+            | Self::Stopped { message_id, .. } => message_id,
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! # sqs-engine
+//!
+//! A consumer engine for Amazon SQS, built for high-throughput services.
+//!
+//! - Long-poll receivers feed a bounded pool of handler invocations; one slow message never
+//!   holds up the others of its receive batch, and the engine never holds more messages than
+//!   it can start.
+//! - Each message's outcome ([`Outcome::Ack`], [`Outcome::Drop`], [`Outcome::Retry`],
+//!   [`Outcome::RetryAfter`]) is settled on its own, with its own result, while the calls are
+//!   coalesced into `DeleteMessageBatch` and `ChangeMessageVisibilityBatch` of up to ten
+//!   entries.
+//! - Transient failures (throttling, 5xx, connection errors), of a whole call or of one entry,
+//!   are retried with backoff and jitter under a budget; a permanent failure is that one
+//!   message's error.
+//! - Shutdown sends every settlement a handler made before it returns.
+//!
+//! ## Settlement
+//!
+//! | outcome | SQS call | effect |
+//! |---|---|---|
+//! | ack | `DeleteMessage` | gone |
+//! | drop | `DeleteMessage` (at the redrive cap: visibility 0) | gone, or on to the dead-letter queue |
+//! | retry | `ChangeMessageVisibility(0)` | visible again at once |
+//! | retry_after(d) | `ChangeMessageVisibility(d)`, whole seconds rounded up | back after d, within 12 h of the receive |
+//! | none (handler panicked or was dropped) | no call | back when the visibility lapses |
+//!
+//! A batch flushes when it holds ten entries, when its oldest entry has waited
+//! [`max_batch_wait`](EngineBuilder::max_batch_wait), or at once when no call of its kind is
+//! in flight: one round trip when idle, full batches under load. Entry ids are positions in the
+//! batch, and a receipt handle appears at most once per batch.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! use sqs_engine::{Engine, Message, Outcome};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = aws_config::load_from_env().await;
+//! let engine = Engine::builder().sdk_config(&config).queue("orders").build()?;
+//! let stats = engine
+//!     .run(
+//!         |message: Message| async move {
+//!             println!("{}", message.body());
+//!             Outcome::Ack
+//!         },
+//!         async { tokio::signal::ctrl_c().await.unwrap_or(()) },
+//!     )
+//!     .await?;
+//! println!("{} SQS calls", stats.total_calls());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Metrics
+//!
+//! The engine reports through the [`metrics`](https://docs.rs/metrics) facade; install any
+//! recorder to export them. [`Engine::stats`] reads the same counts without one. The metrics
+//! are listed in [`mod@metrics`].
+
+#![forbid(unsafe_code)]
+
+mod api;
+mod aws;
+mod backoff;
+mod delivery;
+mod engine;
+mod error;
+mod handler;
+mod message;
+pub mod metrics;
+mod outcome;
+mod queue;
+mod receiver;
+mod settle;
+
+pub use api::{
+    BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
+    ReceiveRequest, ReceivedMessage, SqsApi,
+};
+pub use aws::AwsSqs;
+pub use backoff::Backoff;
+pub use delivery::{Delivery, Ticket};
+pub use engine::{Engine, EngineBuilder, StatsHandle};
+pub use error::{ConfigError, Error, SettleError};
+pub use handler::{BatchHandler, Handler};
+pub use message::{
+    AttributeValue, Message, MessageAttribute, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE,
+};
+pub use metrics::{Count, Stats};
+pub use outcome::{BatchOutcome, Outcome};
+pub use settle::Settlement;
+pub use settle::visibility::MAX_VISIBILITY;

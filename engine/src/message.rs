@@ -1,0 +1,170 @@
+//! A received message, as a handler sees it.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::api::ReceivedMessage;
+
+/// The system attribute that counts the receives of a message.
+pub const RECEIVE_COUNT_ATTRIBUTE: &str = "ApproximateReceiveCount";
+/// The system attribute holding the send time, in milliseconds since the epoch.
+pub const SENT_TIMESTAMP_ATTRIBUTE: &str = "SentTimestamp";
+
+/// One delivery of an SQS message: its body, ids and attributes.
+///
+/// The receipt handle is not part of it: the engine keeps it, and settles the message with the
+/// outcome the handler returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    id: String,
+    body: String,
+    receive_count: u32,
+    attributes: HashMap<String, String>,
+    message_attributes: HashMap<String, MessageAttribute>,
+}
+
+impl Message {
+    pub(crate) fn from_received(received: ReceivedMessage) -> (Self, String) {
+        let receive_count = received
+            .attributes
+            .get(RECEIVE_COUNT_ATTRIBUTE)
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(1);
+        (
+            Self {
+                id: received.message_id,
+                body: received.body,
+                receive_count,
+                attributes: received.attributes,
+                message_attributes: received.message_attributes,
+            },
+            received.receipt_handle,
+        )
+    }
+
+    /// The message id SQS assigned when it was sent. A message received again keeps it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The body.
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
+    /// Takes the body out of the message.
+    pub fn into_body(self) -> String {
+        self.body
+    }
+
+    /// How many times SQS has handed this message out, this receive included: the first
+    /// delivery counts as one. It is `ApproximateReceiveCount`, so it counts receives whose
+    /// visibility timeout lapsed, not only the retries a handler asked for.
+    pub fn receive_count(&self) -> u32 {
+        self.receive_count
+    }
+
+    /// When the message was sent, from its `SentTimestamp` attribute.
+    pub fn sent_at(&self) -> Option<SystemTime> {
+        let millis: u64 = self
+            .attributes
+            .get(SENT_TIMESTAMP_ATTRIBUTE)?
+            .parse()
+            .ok()?;
+        UNIX_EPOCH.checked_add(Duration::from_millis(millis))
+    }
+
+    /// A system attribute by name (`ApproximateReceiveCount`, `SentTimestamp`,
+    /// `MessageGroupId`, ...).
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes.get(name).map(String::as_str)
+    }
+
+    /// All system attributes, by name.
+    pub fn attributes(&self) -> &HashMap<String, String> {
+        &self.attributes
+    }
+
+    /// A message attribute the sender set, by name.
+    pub fn message_attribute(&self, name: &str) -> Option<&MessageAttribute> {
+        self.message_attributes.get(name)
+    }
+
+    /// All message attributes the sender set, by name.
+    pub fn message_attributes(&self) -> &HashMap<String, MessageAttribute> {
+        &self.message_attributes
+    }
+}
+
+/// A message attribute: its SQS data type (`String`, `Number`, `Binary`, or one of those with a
+/// custom suffix) and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageAttribute {
+    /// The data type as the sender gave it, such as `String` or `Number.int`.
+    pub data_type: String,
+    /// The value.
+    pub value: AttributeValue,
+}
+
+/// The value of a [`MessageAttribute`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttributeValue {
+    /// A `String` or `Number` attribute, as text.
+    String(String),
+    /// A `Binary` attribute.
+    Binary(Vec<u8>),
+}
+
+impl MessageAttribute {
+    /// The value as text, for `String` and `Number` attributes.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            AttributeValue::String(value) => Some(value),
+            AttributeValue::Binary(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn received(attributes: &[(&str, &str)]) -> ReceivedMessage {
+        ReceivedMessage {
+            message_id: "m-1".into(),
+            receipt_handle: "rh-1".into(),
+            body: "hello".into(),
+            attributes: attributes
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            message_attributes: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_receive_count_is_approximate_receive_count() {
+        let (message, receipt) =
+            Message::from_received(received(&[(RECEIVE_COUNT_ATTRIBUTE, "3")]));
+        assert_eq!(message.receive_count(), 3);
+        assert_eq!(receipt, "rh-1");
+        assert_eq!(message.id(), "m-1");
+        assert_eq!(message.body(), "hello");
+    }
+
+    #[test]
+    fn a_missing_receive_count_reads_as_the_first_delivery() {
+        let (message, _) = Message::from_received(received(&[]));
+        assert_eq!(message.receive_count(), 1);
+    }
+
+    #[test]
+    fn sent_at_comes_from_sent_timestamp() {
+        let (message, _) =
+            Message::from_received(received(&[(SENT_TIMESTAMP_ATTRIBUTE, "1700000000123")]));
+        assert_eq!(
+            message.sent_at(),
+            Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123))
+        );
+    }
+}

@@ -1,0 +1,331 @@
+//! What the engine counts: through the `metrics` facade for exporters, and in [`Stats`] for the
+//! program itself.
+//!
+//! Every metric is described once, with its unit, in [`describe`]; the handles of a queue are
+//! registered once when it opens, so nothing on the per-message path builds a label or
+//! allocates.
+//!
+//! | metric | kind | labels | what it counts |
+//! |---|---|---|---|
+//! | `sqs_engine_calls_total` | counter | `queue`, `action`, `result` | SQS calls by action (`ReceiveMessage`, `DeleteMessageBatch`, ...) and result (`ok`, `error`) |
+//! | `sqs_engine_messages_received_total` | counter | `queue` | messages received |
+//! | `sqs_engine_settlements_total` | counter | `queue`, `outcome`, `result` | settlements by outcome (`ack`, `drop`, `retry`, `retry_after`) and result (`ok`, `error`) |
+//! | `sqs_engine_batch_entries` | histogram | `queue`, `action` | entries per batch call |
+//! | `sqs_engine_flushes_total` | counter | `queue`, `action`, `reason` | batches sent, by why they went (`full`, `idle`, `deadline`, `shutdown`) |
+//! | `sqs_engine_settlement_latency_seconds` | histogram | `queue`, `action` | from the handler's outcome to SQS's answer for its entry |
+//! | `sqs_engine_entry_retries_total` | counter | `queue`, `action` | batch entries sent again after a transient failure |
+//! | `sqs_engine_late_settlements_total` | counter | `queue` | settlements SQS applied after the message's visibility deadline |
+//! | `sqs_engine_unsettled_total` | counter | `queue` | deliveries dropped without an outcome (no call: they come back) |
+
+use std::sync::Arc;
+use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use metrics::{Counter, Histogram, Unit, counter, describe_counter, describe_histogram, histogram};
+
+use crate::outcome::Outcome;
+use crate::settle::coalescer::{FlushReason, Lane};
+
+/// The SQS actions the engine calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Action {
+    ReceiveMessage,
+    DeleteMessageBatch,
+    ChangeMessageVisibilityBatch,
+    GetQueueUrl,
+    GetQueueAttributes,
+    SetQueueAttributes,
+}
+
+impl Action {
+    const ALL: [Action; 6] = [
+        Action::ReceiveMessage,
+        Action::DeleteMessageBatch,
+        Action::ChangeMessageVisibilityBatch,
+        Action::GetQueueUrl,
+        Action::GetQueueAttributes,
+        Action::SetQueueAttributes,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Action::ReceiveMessage => "ReceiveMessage",
+            Action::DeleteMessageBatch => "DeleteMessageBatch",
+            Action::ChangeMessageVisibilityBatch => "ChangeMessageVisibilityBatch",
+            Action::GetQueueUrl => "GetQueueUrl",
+            Action::GetQueueAttributes => "GetQueueAttributes",
+            Action::SetQueueAttributes => "SetQueueAttributes",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(crate) fn of_lane(lane: Lane) -> Action {
+        match lane {
+            Lane::Delete => Action::DeleteMessageBatch,
+            Lane::Visibility => Action::ChangeMessageVisibilityBatch,
+        }
+    }
+}
+
+const CALLS: &str = "sqs_engine_calls_total";
+const RECEIVED: &str = "sqs_engine_messages_received_total";
+const SETTLEMENTS: &str = "sqs_engine_settlements_total";
+const BATCH_ENTRIES: &str = "sqs_engine_batch_entries";
+const FLUSHES: &str = "sqs_engine_flushes_total";
+const SETTLE_LATENCY: &str = "sqs_engine_settlement_latency_seconds";
+const ENTRY_RETRIES: &str = "sqs_engine_entry_retries_total";
+const LATE: &str = "sqs_engine_late_settlements_total";
+const UNSETTLED: &str = "sqs_engine_unsettled_total";
+
+/// Describes every metric the engine emits to the installed recorder. The engine calls it when
+/// a queue opens; calling it again does nothing.
+pub fn describe() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        describe_counter!(CALLS, Unit::Count, "SQS calls made, by action and result.");
+        describe_counter!(RECEIVED, Unit::Count, "Messages received.");
+        describe_counter!(
+            SETTLEMENTS,
+            Unit::Count,
+            "Settlements answered, by outcome and result."
+        );
+        describe_histogram!(BATCH_ENTRIES, Unit::Count, "Entries per batch call.");
+        describe_counter!(FLUSHES, Unit::Count, "Batch calls sent, by flush reason.");
+        describe_histogram!(
+            SETTLE_LATENCY,
+            Unit::Seconds,
+            "Time from a handler's outcome to SQS's answer for its entry."
+        );
+        describe_counter!(
+            ENTRY_RETRIES,
+            Unit::Count,
+            "Batch entries sent again after a transient failure."
+        );
+        describe_counter!(
+            LATE,
+            Unit::Count,
+            "Settlements applied after the message's visibility deadline."
+        );
+        describe_counter!(
+            UNSETTLED,
+            Unit::Count,
+            "Deliveries dropped without an outcome; they come back when their visibility lapses."
+        );
+    });
+}
+
+const RESULTS: [&str; 2] = ["ok", "error"];
+
+/// The metric handles of one queue, registered once.
+pub(crate) struct QueueMetrics {
+    calls: [[Counter; 2]; 6],
+    received: Counter,
+    settlements: [[Counter; 2]; 4],
+    batch_entries: [Histogram; 2],
+    flushes: [[Counter; 4]; 2],
+    settle_latency: [Histogram; 2],
+    entry_retries: [Counter; 2],
+    late: Counter,
+    unsettled: Counter,
+    stats: Arc<StatsCells>,
+}
+
+impl QueueMetrics {
+    pub(crate) fn new(queue: &str, stats: Arc<StatsCells>) -> Self {
+        describe();
+        let queue = queue.to_owned();
+        let calls = Action::ALL.map(|action| {
+            RESULTS.map(|result| {
+                counter!(CALLS, "queue" => queue.clone(), "action" => action.as_str(), "result" => result)
+            })
+        });
+        let settlements = Outcome::NAMES.map(|outcome| {
+            RESULTS.map(|result| {
+                counter!(SETTLEMENTS, "queue" => queue.clone(), "outcome" => outcome, "result" => result)
+            })
+        });
+        let lane_action = |lane: Lane| Action::of_lane(lane).as_str();
+        Self {
+            calls,
+            received: counter!(RECEIVED, "queue" => queue.clone()),
+            settlements,
+            batch_entries: Lane::ALL.map(|lane| {
+                histogram!(BATCH_ENTRIES, "queue" => queue.clone(), "action" => lane_action(lane))
+            }),
+            flushes: Lane::ALL.map(|lane| {
+                FlushReason::ALL.map(|reason| {
+                    counter!(FLUSHES, "queue" => queue.clone(), "action" => lane_action(lane), "reason" => reason.as_str())
+                })
+            }),
+            settle_latency: Lane::ALL.map(|lane| {
+                histogram!(SETTLE_LATENCY, "queue" => queue.clone(), "action" => lane_action(lane))
+            }),
+            entry_retries: Lane::ALL.map(|lane| {
+                counter!(ENTRY_RETRIES, "queue" => queue.clone(), "action" => lane_action(lane))
+            }),
+            late: counter!(LATE, "queue" => queue.clone()),
+            unsettled: counter!(UNSETTLED, "queue" => queue),
+            stats,
+        }
+    }
+
+    pub(crate) fn call(&self, action: Action, ok: bool) {
+        self.calls[action.index()][usize::from(!ok)].increment(1);
+        self.stats.calls[action.index()][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn received(&self, messages: usize) {
+        self.received.increment(messages as u64);
+        self.stats
+            .received
+            .fetch_add(messages as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn settled(&self, outcome: &Outcome, ok: bool, lane: Lane, latency_secs: f64) {
+        self.settlements[outcome.index()][usize::from(!ok)].increment(1);
+        self.stats.settlements[outcome.index()][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.settle_latency[lane.index()].record(latency_secs);
+    }
+
+    pub(crate) fn flushed(&self, lane: Lane, reason: FlushReason, entries: usize) {
+        self.flushes[lane.index()][reason.index()].increment(1);
+        self.batch_entries[lane.index()].record(entries as f64);
+        self.stats.entries[lane.index()].fetch_add(entries as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn entries_retried(&self, lane: Lane, entries: usize) {
+        self.entry_retries[lane.index()].increment(entries as u64);
+    }
+
+    pub(crate) fn late(&self) {
+        self.late.increment(1);
+        self.stats.late.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn unsettled(&self) {
+        self.unsettled.increment(1);
+        self.stats.unsettled.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The shared counters behind [`Stats`].
+#[derive(Debug, Default)]
+pub(crate) struct StatsCells {
+    calls: [[AtomicU64; 2]; 6],
+    received: AtomicU64,
+    settlements: [[AtomicU64; 2]; 4],
+    entries: [AtomicU64; 2],
+    late: AtomicU64,
+    unsettled: AtomicU64,
+}
+
+impl StatsCells {
+    pub(crate) fn snapshot(&self) -> Stats {
+        let load = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
+        let pair = |cells: &[AtomicU64; 2]| Count {
+            ok: load(&cells[0]),
+            failed: load(&cells[1]),
+        };
+        let call = |action: Action| pair(&self.calls[action.index()]);
+        Stats {
+            receive_message: call(Action::ReceiveMessage),
+            delete_message_batch: call(Action::DeleteMessageBatch),
+            change_message_visibility_batch: call(Action::ChangeMessageVisibilityBatch),
+            get_queue_url: call(Action::GetQueueUrl),
+            get_queue_attributes: call(Action::GetQueueAttributes),
+            set_queue_attributes: call(Action::SetQueueAttributes),
+            messages_received: load(&self.received),
+            acked: pair(&self.settlements[Outcome::Ack.index()]),
+            dropped: pair(&self.settlements[Outcome::Drop.index()]),
+            retried: pair(&self.settlements[Outcome::Retry.index()]),
+            retried_after: pair(&self.settlements[Outcome::RetryAfter(Default::default()).index()]),
+            delete_entries: load(&self.entries[Lane::Delete.index()]),
+            visibility_entries: load(&self.entries[Lane::Visibility.index()]),
+            late_settlements: load(&self.late),
+            unsettled: load(&self.unsettled),
+        }
+    }
+}
+
+/// Successes and failures of one kind of event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Count {
+    /// How many succeeded.
+    pub ok: u64,
+    /// How many failed.
+    pub failed: u64,
+}
+
+impl Count {
+    /// Both together.
+    pub fn total(&self) -> u64 {
+        self.ok + self.failed
+    }
+}
+
+/// A snapshot of what an engine has done so far, from its own counters: the same events the
+/// `metrics` facade receives, readable without a recorder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// `ReceiveMessage` calls.
+    pub receive_message: Count,
+    /// `DeleteMessageBatch` calls.
+    pub delete_message_batch: Count,
+    /// `ChangeMessageVisibilityBatch` calls.
+    pub change_message_visibility_batch: Count,
+    /// `GetQueueUrl` calls.
+    pub get_queue_url: Count,
+    /// `GetQueueAttributes` calls.
+    pub get_queue_attributes: Count,
+    /// `SetQueueAttributes` calls.
+    pub set_queue_attributes: Count,
+    /// Messages received.
+    pub messages_received: u64,
+    /// `ack` settlements answered.
+    pub acked: Count,
+    /// `drop` settlements answered.
+    pub dropped: Count,
+    /// `retry` settlements answered.
+    pub retried: Count,
+    /// `retry_after` settlements answered.
+    pub retried_after: Count,
+    /// Entries sent in `DeleteMessageBatch` calls, retries included.
+    pub delete_entries: u64,
+    /// Entries sent in `ChangeMessageVisibilityBatch` calls, retries included.
+    pub visibility_entries: u64,
+    /// Settlements applied after the message's visibility deadline.
+    pub late_settlements: u64,
+    /// Deliveries dropped without an outcome.
+    pub unsettled: u64,
+}
+
+impl Stats {
+    /// Every SQS call made, of every action, failed ones included.
+    pub fn total_calls(&self) -> u64 {
+        [
+            self.receive_message,
+            self.delete_message_batch,
+            self.change_message_visibility_batch,
+            self.get_queue_url,
+            self.get_queue_attributes,
+            self.set_queue_attributes,
+        ]
+        .iter()
+        .map(Count::total)
+        .sum()
+    }
+
+    /// Settlements answered with success, every outcome.
+    pub fn settled_ok(&self) -> u64 {
+        self.acked.ok + self.dropped.ok + self.retried.ok + self.retried_after.ok
+    }
+
+    /// Settlements answered with an error, every outcome.
+    pub fn settled_failed(&self) -> u64 {
+        self.acked.failed + self.dropped.failed + self.retried.failed + self.retried_after.failed
+    }
+}

@@ -1,0 +1,107 @@
+//! Long-poll receivers: each loops on `ReceiveMessage` while the engine has room for a batch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
+
+use crate::api::{CallErrorKind, ReceiveRequest};
+use crate::backoff::Backoff;
+use crate::delivery::Delivery;
+use crate::metrics::Action;
+use crate::queue::QueueRuntime;
+
+/// How a receiver backs off after a failed receive: from 100 ms up to 10 s, for as long as
+/// the failures last.
+const RECEIVE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(10));
+
+/// One receiver's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReceiverConfig {
+    pub(crate) max_messages: u8,
+    pub(crate) wait_time: Duration,
+}
+
+/// Receives until `stop` is cancelled or the dispatcher goes away.
+///
+/// Before each call it takes room for `max_messages` from `slots`, the messages the engine may
+/// hold at once (workers plus prefetch), so it never receives more than can start before their
+/// visibility runs out: while the pool and the buffer are full, it waits instead of polling.
+/// A failed receive backs off with jitter and tries again, for as long as it fails.
+///
+/// When `stop` is cancelled during a long poll, the poll is abandoned: any message SQS handed
+/// out in its answer comes back when its visibility timeout lapses.
+pub(crate) async fn run(
+    queue: Arc<QueueRuntime>,
+    config: ReceiverConfig,
+    slots: Arc<Semaphore>,
+    out: mpsc::Sender<Vec<Delivery>>,
+    stop: CancellationToken,
+) {
+    let backoff = Backoff::new(RECEIVE_BACKOFF.0, RECEIVE_BACKOFF.1, u32::MAX);
+    let mut failures: u32 = 0;
+    loop {
+        let permits = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            permits = Arc::clone(&slots).acquire_many_owned(u32::from(config.max_messages)) => permits,
+        };
+        let Ok(mut permits) = permits else {
+            return;
+        };
+        let request = ReceiveRequest {
+            queue_url: &queue.url,
+            max_messages: config.max_messages,
+            wait_time: config.wait_time,
+            visibility_timeout: queue.visibility_timeout,
+        };
+        // The 12-hour window is counted from before the call: never later than SQS's own.
+        let window_start = Instant::now();
+        let result = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            result = queue.api.receive(&request) => result,
+        };
+        queue.metrics.call(Action::ReceiveMessage, result.is_ok());
+        match result {
+            Ok(messages) => {
+                failures = 0;
+                if messages.is_empty() {
+                    continue;
+                }
+                queue.metrics.received(messages.len());
+                let received_at = Instant::now();
+                let deliveries: Vec<Delivery> = messages
+                    .into_iter()
+                    .map(|message| {
+                        let slot = permits.split(1);
+                        Delivery::new(Arc::clone(&queue), message, slot, window_start, received_at)
+                    })
+                    .collect();
+                // The room not used goes back now.
+                drop(permits);
+                if out.send(deliveries).await.is_err() {
+                    return;
+                }
+            }
+            Err(failure) => {
+                drop(permits);
+                failures = failures.saturating_add(1);
+                let delay = backoff.jittered(failures);
+                if failure.kind == CallErrorKind::QueueNotFound {
+                    error!(queue = %queue.name, error = %failure, "receive failed: the queue does not exist; retrying in {delay:?}");
+                } else {
+                    warn!(queue = %queue.name, error = %failure, failures, "receive failed; retrying in {delay:?}");
+                }
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}

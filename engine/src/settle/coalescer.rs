@@ -1,0 +1,486 @@
+//! The settlement coalescer: entries in, batch calls out.
+//!
+//! A pure state machine. It holds the entries waiting for a `DeleteMessageBatch` or a
+//! `ChangeMessageVisibilityBatch` and decides when a batch goes out; it does no I/O and reads
+//! no clock: the caller passes `now` in. The token `T` rides along with each entry so the
+//! driver can hand each entry's answer back to whoever is waiting for it.
+//!
+//! A lane (one per action) flushes a batch:
+//! - when it holds a full batch ([`FlushReason::Full`]);
+//! - at once when no call of its kind is in flight ([`FlushReason::Idle`]), so a lone message
+//!   settles in one round trip;
+//! - when its oldest entry has waited `max_wait` ([`FlushReason::Deadline`]);
+//! - at once while draining for shutdown ([`FlushReason::Shutdown`]).
+//!
+//! A batch never carries one receipt handle twice: a second entry for the same handle waits for
+//! the next batch of its lane.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::visibility::VisibilityTarget;
+
+/// Which batch call an entry goes out in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Lane {
+    /// `DeleteMessageBatch`.
+    Delete,
+    /// `ChangeMessageVisibilityBatch`.
+    Visibility,
+}
+
+impl Lane {
+    pub(crate) const ALL: [Lane; 2] = [Lane::Delete, Lane::Visibility];
+
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Lane::Delete => 0,
+            Lane::Visibility => 1,
+        }
+    }
+}
+
+/// Why a batch went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum FlushReason {
+    Full,
+    Idle,
+    Deadline,
+    Shutdown,
+}
+
+impl FlushReason {
+    pub(crate) const ALL: [FlushReason; 4] = [
+        FlushReason::Full,
+        FlushReason::Idle,
+        FlushReason::Deadline,
+        FlushReason::Shutdown,
+    ];
+
+    pub(crate) fn index(self) -> usize {
+        match self {
+            FlushReason::Full => 0,
+            FlushReason::Idle => 1,
+            FlushReason::Deadline => 2,
+            FlushReason::Shutdown => 3,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            FlushReason::Full => "full",
+            FlushReason::Idle => "idle",
+            FlushReason::Deadline => "deadline",
+            FlushReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// One message's entry.
+#[derive(Debug)]
+pub(crate) struct Entry<T> {
+    /// The receipt handle of the delivery being settled.
+    pub(crate) receipt: Arc<str>,
+    /// The visibility asked for; `None` on the delete lane.
+    pub(crate) visibility: Option<VisibilityTarget>,
+    /// When the entry was pushed.
+    pub(crate) enqueued_at: Instant,
+    /// Whatever the driver needs to answer for the entry.
+    pub(crate) token: T,
+}
+
+/// A batch ready to be sent.
+#[derive(Debug)]
+pub(crate) struct Batch<T> {
+    pub(crate) lane: Lane,
+    pub(crate) reason: FlushReason,
+    pub(crate) entries: Vec<Entry<T>>,
+}
+
+/// The coalescer's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoalescerConfig {
+    /// Entries in a full batch, 1..=10.
+    pub(crate) max_batch: usize,
+    /// How long the oldest entry may wait while a call of its lane is in flight.
+    pub(crate) max_wait: Duration,
+    /// Calls of one lane in flight at once.
+    pub(crate) max_in_flight: usize,
+}
+
+#[derive(Debug)]
+struct LaneState<T> {
+    pending: VecDeque<Entry<T>>,
+    in_flight: usize,
+}
+
+impl<T> Default for LaneState<T> {
+    fn default() -> Self {
+        Self {
+            pending: VecDeque::new(),
+            in_flight: 0,
+        }
+    }
+}
+
+/// The pending entries of one queue, and the rules that turn them into batches.
+#[derive(Debug)]
+pub(crate) struct Coalescer<T> {
+    config: CoalescerConfig,
+    lanes: [LaneState<T>; 2],
+    draining: bool,
+}
+
+impl<T> Coalescer<T> {
+    pub(crate) fn new(config: CoalescerConfig) -> Self {
+        Self {
+            config: CoalescerConfig {
+                max_batch: config.max_batch.clamp(1, 10),
+                max_in_flight: config.max_in_flight.max(1),
+                ..config
+            },
+            lanes: [LaneState::default(), LaneState::default()],
+            draining: false,
+        }
+    }
+
+    /// Adds an entry. Returns whether the driver must look at the coalescer now: a batch is
+    /// ready, or the lane's flush deadline moved earlier.
+    pub(crate) fn push(&mut self, lane: Lane, entry: Entry<T>) -> bool {
+        let config = self.config;
+        let state = &mut self.lanes[lane.index()];
+        let was_empty = state.pending.is_empty();
+        state.pending.push_back(entry);
+        if state.in_flight >= config.max_in_flight {
+            // Nothing can go out before a call finishes, and finishing wakes the driver.
+            return false;
+        }
+        was_empty || state.in_flight == 0 || state.pending.len() >= config.max_batch
+    }
+
+    /// The next batch that is due at `now`, if any. Call it until it answers `None`.
+    pub(crate) fn poll_batch(&mut self, now: Instant) -> Option<Batch<T>> {
+        let config = self.config;
+        let draining = self.draining;
+        for lane in Lane::ALL {
+            let state = &mut self.lanes[lane.index()];
+            let Some(oldest) = state.pending.front() else {
+                continue;
+            };
+            if state.in_flight >= config.max_in_flight {
+                continue;
+            }
+            let reason = if state.pending.len() >= config.max_batch {
+                FlushReason::Full
+            } else if state.in_flight == 0 {
+                FlushReason::Idle
+            } else if oldest.enqueued_at + config.max_wait <= now {
+                FlushReason::Deadline
+            } else if draining {
+                FlushReason::Shutdown
+            } else {
+                continue;
+            };
+            let entries = take_distinct(&mut state.pending, config.max_batch);
+            state.in_flight += 1;
+            return Some(Batch {
+                lane,
+                reason,
+                entries,
+            });
+        }
+        None
+    }
+
+    /// When the next batch falls due if nothing else happens: the earliest deadline of a lane
+    /// with entries and room for a call. `None` when only a push or a finished call can make
+    /// a batch due.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.lanes
+            .iter()
+            .filter(|state| state.in_flight < self.config.max_in_flight)
+            .filter_map(|state| state.pending.front())
+            .map(|oldest| oldest.enqueued_at + self.config.max_wait)
+            .min()
+    }
+
+    /// A call of `lane` has finished (whatever its answer).
+    pub(crate) fn finish(&mut self, lane: Lane) {
+        let state = &mut self.lanes[lane.index()];
+        state.in_flight = state.in_flight.saturating_sub(1);
+    }
+
+    /// From now on every pending entry is due at once.
+    pub(crate) fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    /// Whether it is draining.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// No entry pending and no call in flight.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.lanes
+            .iter()
+            .all(|state| state.pending.is_empty() && state.in_flight == 0)
+    }
+
+    /// Entries waiting on `lane`.
+    #[cfg(test)]
+    pub(crate) fn pending(&self, lane: Lane) -> usize {
+        self.lanes[lane.index()].pending.len()
+    }
+
+    /// Calls of `lane` in flight.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self, lane: Lane) -> usize {
+        self.lanes[lane.index()].in_flight
+    }
+}
+
+/// Takes up to `max` entries from the front, skipping (and keeping, in order) any whose receipt
+/// handle is already in the batch.
+fn take_distinct<T>(pending: &mut VecDeque<Entry<T>>, max: usize) -> Vec<Entry<T>> {
+    let mut batch: Vec<Entry<T>> = Vec::with_capacity(max.min(pending.len()));
+    let mut index = 0;
+    while batch.len() < max && index < pending.len() {
+        let duplicate = batch
+            .iter()
+            .any(|taken| taken.receipt == pending[index].receipt);
+        if duplicate {
+            index += 1;
+        } else if let Some(entry) = pending.remove(index) {
+            batch.push(entry);
+        }
+    }
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    const WAIT: Duration = Duration::from_millis(5);
+
+    fn coalescer(max_in_flight: usize) -> Coalescer<u32> {
+        Coalescer::new(CoalescerConfig {
+            max_batch: 10,
+            max_wait: WAIT,
+            max_in_flight,
+        })
+    }
+
+    fn entry(receipt: &str, at: Instant, token: u32) -> Entry<u32> {
+        Entry {
+            receipt: Arc::from(receipt),
+            visibility: None,
+            enqueued_at: at,
+            token,
+        }
+    }
+
+    fn tokens(batch: &Batch<u32>) -> Vec<u32> {
+        batch.entries.iter().map(|e| e.token).collect()
+    }
+
+    #[test]
+    fn a_lone_entry_on_an_idle_lane_goes_out_at_once() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        assert!(c.push(Lane::Delete, entry("a", now, 1)));
+        let batch = c.poll_batch(now).expect("due at once");
+        assert_eq!(batch.reason, FlushReason::Idle);
+        assert_eq!(batch.lane, Lane::Delete);
+        assert_eq!(tokens(&batch), [1]);
+        assert!(c.poll_batch(now).is_none());
+        assert_eq!(c.in_flight(Lane::Delete), 1);
+    }
+
+    #[test]
+    fn while_a_call_is_in_flight_entries_wait_for_a_full_batch() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Delete, entry("first", now, 0));
+        c.poll_batch(now).expect("idle flush");
+        for i in 1..10 {
+            c.push(Lane::Delete, entry(&format!("r{i}"), now, i));
+            assert!(c.poll_batch(now).is_none(), "not due with {i} entries");
+        }
+        assert!(
+            c.push(Lane::Delete, entry("r10", now, 10)),
+            "the tenth wakes the driver"
+        );
+        let batch = c.poll_batch(now).expect("full");
+        assert_eq!(batch.reason, FlushReason::Full);
+        assert_eq!(tokens(&batch), (1..=10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_oldest_entry_waits_at_most_max_wait() {
+        let start = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Visibility, entry("busy", start, 0));
+        c.poll_batch(start).expect("idle flush");
+        assert!(
+            c.push(Lane::Visibility, entry("a", start, 1)),
+            "first pending arms a deadline"
+        );
+        assert!(!c.push(Lane::Visibility, entry("b", start + WAIT / 2, 2)));
+        assert_eq!(c.next_deadline(), Some(start + WAIT));
+        assert!(
+            c.poll_batch(start + WAIT - Duration::from_micros(1))
+                .is_none()
+        );
+        let batch = c.poll_batch(start + WAIT).expect("deadline");
+        assert_eq!(batch.reason, FlushReason::Deadline);
+        assert_eq!(tokens(&batch), [1, 2]);
+        assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_finished_call_lets_the_waiting_entries_go_at_once() {
+        let now = Instant::now();
+        let mut c = coalescer(1);
+        c.push(Lane::Delete, entry("a", now, 1));
+        c.poll_batch(now).expect("idle");
+        assert!(
+            !c.push(Lane::Delete, entry("b", now, 2)),
+            "no room for a call"
+        );
+        assert_eq!(
+            c.next_deadline(),
+            None,
+            "no deadline while the lane is full of calls"
+        );
+        c.finish(Lane::Delete);
+        let batch = c.poll_batch(now).expect("idle again");
+        assert_eq!(batch.reason, FlushReason::Idle);
+        assert_eq!(tokens(&batch), [2]);
+    }
+
+    #[test]
+    fn a_batch_never_carries_one_receipt_handle_twice() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Delete, entry("busy", now, 0));
+        c.poll_batch(now);
+        for (i, receipt) in ["x", "y", "x", "z", "x"].into_iter().enumerate() {
+            c.push(Lane::Delete, entry(receipt, now, i as u32 + 1));
+        }
+        let first = c.poll_batch(now + WAIT).expect("deadline");
+        assert_eq!(tokens(&first), [1, 2, 4]);
+        c.finish(Lane::Delete);
+        c.finish(Lane::Delete);
+        let second = c.poll_batch(now + WAIT).expect("idle");
+        assert_eq!(tokens(&second), [3]);
+        c.finish(Lane::Delete);
+        let third = c.poll_batch(now + WAIT).expect("idle");
+        assert_eq!(tokens(&third), [5]);
+    }
+
+    #[test]
+    fn lanes_flush_independently() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Delete, entry("a", now, 1));
+        c.push(Lane::Visibility, entry("a", now, 2));
+        let first = c.poll_batch(now).expect("delete idle");
+        let second = c.poll_batch(now).expect("visibility idle");
+        assert_eq!((first.lane, second.lane), (Lane::Delete, Lane::Visibility));
+    }
+
+    #[test]
+    fn no_more_calls_than_allowed_are_in_flight() {
+        let now = Instant::now();
+        let mut c = coalescer(2);
+        for i in 0..40 {
+            c.push(Lane::Delete, entry(&format!("r{i}"), now, i));
+        }
+        assert!(c.poll_batch(now).is_some());
+        assert!(c.poll_batch(now).is_some());
+        assert!(c.poll_batch(now + WAIT * 10).is_none());
+        assert_eq!(c.pending(Lane::Delete), 20);
+    }
+
+    #[test]
+    fn draining_sends_everything_at_once() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Delete, entry("busy", now, 0));
+        c.poll_batch(now);
+        c.push(Lane::Delete, entry("a", now, 1));
+        assert!(c.poll_batch(now).is_none());
+        c.drain();
+        let batch = c.poll_batch(now).expect("shutdown flush");
+        assert_eq!(batch.reason, FlushReason::Shutdown);
+        assert!(!c.is_idle(), "two calls still in flight");
+        c.finish(Lane::Delete);
+        c.finish(Lane::Delete);
+        assert!(c.is_idle());
+    }
+
+    proptest! {
+        /// Whatever the order of pushes, polls and finished calls, every entry goes out exactly
+        /// once, in batches of at most ten distinct receipt handles, never with more calls in
+        /// flight than allowed.
+        #[test]
+        fn every_entry_goes_out_once_in_valid_batches(
+            ops in proptest::collection::vec((0u8..4, 0u8..12, 0u64..8), 1..300),
+            max_in_flight in 1usize..4,
+        ) {
+            let start = Instant::now();
+            let mut c = coalescer(max_in_flight);
+            let mut now = start;
+            let mut next_token = 0u32;
+            let mut sent: Vec<u32> = Vec::new();
+            let mut in_flight: Vec<Lane> = Vec::new();
+            for (op, receipt, advance_ms) in ops {
+                now += Duration::from_millis(advance_ms);
+                match op {
+                    0 | 1 => {
+                        let lane = if op == 0 { Lane::Delete } else { Lane::Visibility };
+                        c.push(lane, entry(&format!("r{receipt}"), now, next_token));
+                        next_token += 1;
+                    }
+                    2 => {
+                        if let Some(lane) = in_flight.pop() {
+                            c.finish(lane);
+                        }
+                    }
+                    _ => {}
+                }
+                while let Some(batch) = c.poll_batch(now) {
+                    prop_assert!(!batch.entries.is_empty() && batch.entries.len() <= 10);
+                    let distinct: HashSet<_> = batch.entries.iter().map(|e| e.receipt.clone()).collect();
+                    prop_assert_eq!(distinct.len(), batch.entries.len());
+                    sent.extend(batch.entries.iter().map(|e| e.token));
+                    in_flight.push(batch.lane);
+                }
+                for lane in Lane::ALL {
+                    prop_assert!(c.in_flight(lane) <= max_in_flight);
+                }
+            }
+            c.drain();
+            loop {
+                while let Some(batch) = c.poll_batch(now) {
+                    sent.extend(batch.entries.iter().map(|e| e.token));
+                    in_flight.push(batch.lane);
+                }
+                match in_flight.pop() {
+                    Some(lane) => c.finish(lane),
+                    None => break,
+                }
+            }
+            prop_assert!(c.is_idle());
+            sent.sort_unstable();
+            prop_assert_eq!(sent, (0..next_token).collect::<Vec<_>>());
+        }
+    }
+}
