@@ -77,7 +77,7 @@ start() {
     cd "$data"
     SERVICES=sqs GATEWAY_LISTEN="127.0.0.1:$port" LOCALSTACK_HOST="127.0.0.1:$port" \
       SQS_ENDPOINT_STRATEGY=path DNS_ADDRESS=0 EAGER_SERVICE_LOADING=1 \
-      FILESYSTEM_ROOT="$data" TMPDIR="$data" \
+      SKIP_SSL_CERT_DOWNLOAD=1 DISABLE_EVENTS=1 FILESYSTEM_ROOT="$data" \
       exec "$venv/bin/python" -m localstack.runtime.main
   ) >"$logfile" 2>&1 &
   echo $! >"$pidfile"

@@ -62,7 +62,11 @@ pub(crate) async fn run(
         let window_start = Instant::now();
         let result = tokio::select! {
             biased;
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => {
+                // The request was made and is billed: count it, as a call with no answer.
+                queue.metrics.call(Action::ReceiveMessage, false);
+                return;
+            }
             result = queue.api.receive(&request) => result,
         };
         queue.metrics.call(Action::ReceiveMessage, result.is_ok());
