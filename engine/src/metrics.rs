@@ -172,6 +172,11 @@ impl QueueMetrics {
         }
     }
 
+    /// The counts so far.
+    pub(crate) fn snapshot(&self) -> Stats {
+        self.stats.snapshot()
+    }
+
     pub(crate) fn call(&self, action: Action, ok: bool) {
         self.calls[action.index()][usize::from(!ok)].increment(1);
         self.stats.calls[action.index()][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);

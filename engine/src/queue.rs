@@ -117,6 +117,13 @@ impl QueueRuntime {
     }
 }
 
+#[cfg(test)]
+impl QueueRuntime {
+    pub(crate) fn metrics_stats(&self) -> crate::metrics::Stats {
+        self.metrics.snapshot()
+    }
+}
+
 /// Makes a call, again after transient failures, under the backoff's budget. Each call is
 /// counted.
 pub(crate) async fn retrying<'a, T, F, Fut>(

@@ -378,3 +378,292 @@ async fn send(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The driver's retry rules, against a scripted stand-in for SQS on a paused clock. What
+    //! SQS itself does is proven against LocalStack in `tests/`.
+
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::api::{BoxFuture, QueueAttributes, ReceiveRequest, ReceivedMessage, SqsApi};
+    use crate::backoff::Backoff;
+    use crate::metrics::StatsCells;
+    use crate::queue::OpenOptions;
+
+    type Answer = Result<Vec<EntryResult>, CallError>;
+
+    /// Answers batch calls from a script, and records the receipt handles of each call.
+    #[derive(Default)]
+    struct Scripted {
+        answers: Mutex<VecDeque<Answer>>,
+        calls: Mutex<Vec<Vec<String>>>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Answer>) -> Arc<Self> {
+            Arc::new(Self {
+                answers: Mutex::new(answers.into()),
+                calls: Mutex::default(),
+            })
+        }
+
+        fn calls(&self) -> Vec<Vec<String>> {
+            self.calls.lock().expect("lock").clone()
+        }
+
+        fn answer(&self, handles: Vec<String>) -> Answer {
+            let count = handles.len();
+            self.calls.lock().expect("lock").push(handles);
+            self.answers
+                .lock()
+                .expect("lock")
+                .pop_front()
+                .unwrap_or_else(|| Ok(vec![EntryResult::Ok; count]))
+        }
+    }
+
+    impl SqsApi for Arc<Scripted> {
+        fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+            Box::pin(async move { Ok(format!("http://sqs.test/000000000000/{name}")) })
+        }
+
+        fn queue_attributes<'a>(
+            &'a self,
+            _url: &'a str,
+        ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+            Box::pin(async { Ok(QueueAttributes::default()) })
+        }
+
+        fn set_queue_attributes<'a>(
+            &'a self,
+            _url: &'a str,
+            _attributes: &'a [(&'a str, String)],
+        ) -> BoxFuture<'a, Result<(), CallError>> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn receive<'a>(
+            &'a self,
+            _request: &'a ReceiveRequest<'a>,
+        ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn delete_message_batch<'a>(
+            &'a self,
+            _url: &'a str,
+            handles: &'a [&'a str],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+            let answer = self.answer(handles.iter().map(|h| (*h).to_owned()).collect());
+            Box::pin(async move { answer })
+        }
+
+        fn change_message_visibility_batch<'a>(
+            &'a self,
+            _url: &'a str,
+            entries: &'a [(&'a str, u32)],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+            let answer = self.answer(entries.iter().map(|(h, s)| format!("{h}={s}")).collect());
+            Box::pin(async move { answer })
+        }
+    }
+
+    async fn queue(api: Arc<Scripted>) -> Arc<QueueRuntime> {
+        let (queue, _) = QueueRuntime::open(
+            Arc::new(api),
+            OpenOptions {
+                queue: "q".into(),
+                visibility_timeout: None,
+                backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(1), 4),
+                coalescer: CoalescerConfig {
+                    max_batch: 10,
+                    max_wait: Duration::from_millis(5),
+                    max_in_flight: 4,
+                },
+            },
+            Arc::new(StatsCells::default()),
+        )
+        .await
+        .expect("opens");
+        Arc::new(queue)
+    }
+
+    fn request(receipt: &str, outcome: Outcome) -> Request {
+        let (lane, visibility) = match outcome {
+            Outcome::Ack | Outcome::Drop => (Lane::Delete, None),
+            Outcome::Retry => (Lane::Visibility, Some(Duration::ZERO)),
+            Outcome::RetryAfter(d) => (Lane::Visibility, Some(d)),
+        };
+        Request {
+            receipt: Arc::from(receipt),
+            outcome,
+            lane,
+            visibility: visibility.map(|delay| VisibilityTarget {
+                delay,
+                window_end: Instant::now() + visibility::MAX_VISIBILITY,
+            }),
+            message_id: Arc::from(format!("id-{receipt}")),
+            visible_until: Instant::now() + Duration::from_secs(30),
+        }
+    }
+
+    /// Starts a flusher, settles `requests` at once, drains, and returns their answers.
+    async fn settle_all(
+        queue: &Arc<QueueRuntime>,
+        requests: Vec<Request>,
+    ) -> Vec<Result<(), SettleError>> {
+        let drain = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(run_flusher(
+            Arc::clone(queue),
+            drain.clone(),
+            tracker.clone(),
+        ));
+        let settlements: Vec<_> = requests.into_iter().map(|r| enqueue(queue, r)).collect();
+        let mut answers = Vec::new();
+        for settlement in settlements {
+            answers.push(settlement.await);
+        }
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
+        answers
+    }
+
+    fn throttled() -> CallError {
+        CallError::new(CallErrorKind::Throttled, "slow down")
+    }
+
+    fn failed(code: &str, sender_fault: bool) -> EntryResult {
+        EntryResult::Failed(EntryFailure {
+            code: code.into(),
+            sender_fault,
+            message: None,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_call_is_retried_after_a_backoff_and_then_succeeds() {
+        let api = Scripted::new(vec![Err(throttled()), Err(throttled())]);
+        let queue = queue(Arc::clone(&api)).await;
+        let answers = settle_all(&queue, vec![request("a", Outcome::Ack)]).await;
+        assert!(answers[0].is_ok(), "{answers:?}");
+        assert_eq!(api.calls().len(), 3);
+        let stats = queue.metrics_stats();
+        assert_eq!(stats.delete_message_batch.failed, 2);
+        assert_eq!(stats.delete_message_batch.ok, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_keeps_failing_fails_each_entry_once_the_budget_is_spent() {
+        let api = Scripted::new((0..10).map(|_| Err(throttled())).collect());
+        let queue = queue(Arc::clone(&api)).await;
+        let started = Instant::now();
+        let answers = settle_all(
+            &queue,
+            vec![request("a", Outcome::Ack), request("b", Outcome::Ack)],
+        )
+        .await;
+        assert_eq!(api.calls().len(), 4, "the budget is four attempts");
+        for answer in &answers {
+            assert!(
+                matches!(answer, Err(SettleError::Failed { attempts: 4, .. })),
+                "{answer:?}"
+            );
+        }
+        assert!(
+            started.elapsed() <= Duration::from_millis(100 + 200 + 400),
+            "the waits stay under the backoff ceilings"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_call_failure_is_not_retried() {
+        let api = Scripted::new(vec![Err(CallError::new(CallErrorKind::AccessDenied, "no"))]);
+        let queue = queue(Arc::clone(&api)).await;
+        let answers = settle_all(&queue, vec![request("a", Outcome::Ack)]).await;
+        assert_eq!(api.calls().len(), 1);
+        assert!(matches!(
+            answers[0],
+            Err(SettleError::Failed { attempts: 1, .. })
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_entries_that_failed_transiently_are_sent_again() {
+        let api = Scripted::new(vec![Ok(vec![
+            EntryResult::Ok,
+            failed("InternalError", false),
+            failed("ReceiptHandleIsInvalid", false),
+        ])]);
+        let queue = queue(Arc::clone(&api)).await;
+        let answers = settle_all(
+            &queue,
+            vec![
+                request("a", Outcome::Ack),
+                request("b", Outcome::Ack),
+                request("c", Outcome::Ack),
+            ],
+        )
+        .await;
+        assert_eq!(api.calls(), vec![vec!["a", "b", "c"], vec!["b"]]);
+        assert!(answers[0].is_ok());
+        assert!(answers[1].is_ok(), "retried and applied");
+        assert!(
+            matches!(&answers[2], Err(SettleError::Rejected { code, .. }) if code == "ReceiptHandleIsInvalid"),
+            "{:?}",
+            answers[2]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn visibility_entries_carry_their_delay_in_whole_seconds_rounded_up() {
+        let api = Scripted::new(Vec::new());
+        let queue = queue(Arc::clone(&api)).await;
+        settle_all(
+            &queue,
+            vec![
+                request("a", Outcome::Retry),
+                request("b", Outcome::RetryAfter(Duration::from_millis(2_100))),
+            ],
+        )
+        .await;
+        assert_eq!(api.calls(), vec![vec!["a=0", "b=3"]]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settlement_after_the_engine_stopped_fails_at_once() {
+        let api = Scripted::new(Vec::new());
+        let queue = queue(Arc::clone(&api)).await;
+        settle_all(&queue, Vec::new()).await;
+        let answer = enqueue(&queue, request("late", Outcome::Ack)).await;
+        assert!(
+            matches!(answer, Err(SettleError::Stopped { .. })),
+            "{answer:?}"
+        );
+        assert!(api.calls().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_settlement_is_sent_all_the_same() {
+        let api = Scripted::new(Vec::new());
+        let queue = queue(Arc::clone(&api)).await;
+        let drain = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(run_flusher(
+            Arc::clone(&queue),
+            drain.clone(),
+            tracker.clone(),
+        ));
+        drop(enqueue(&queue, request("a", Outcome::Ack)));
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
+        assert_eq!(api.calls(), vec![vec!["a"]]);
+        assert_eq!(queue.metrics_stats().acked.ok, 1);
+    }
+}
