@@ -24,6 +24,13 @@ pub trait SqsApi: Send + Sync + 'static {
     /// Resolves a queue name to its URL (`GetQueueUrl`).
     fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>>;
 
+    /// Creates a queue, or finds the one of that name (`CreateQueue`); returns its URL.
+    fn create_queue<'a>(
+        &'a self,
+        queue_name: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>>;
+
     /// Reads the attributes the engine needs (`GetQueueAttributes`).
     fn queue_attributes<'a>(
         &'a self,

@@ -60,6 +60,23 @@ impl SqsApi for AwsSqs {
         })
     }
 
+    fn create_queue<'a>(
+        &'a self,
+        queue_name: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        let mut call = self.client.create_queue().queue_name(queue_name);
+        for (name, value) in attributes {
+            call = call.attributes(QueueAttributeName::from(*name), value.clone());
+        }
+        Box::pin(async move {
+            let output = call.send().await.map_err(classify)?;
+            output
+                .queue_url
+                .ok_or_else(|| CallError::new(CallErrorKind::Other, "CreateQueue answered no URL"))
+        })
+    }
+
     fn queue_attributes<'a>(
         &'a self,
         queue_url: &'a str,

@@ -35,12 +35,30 @@ impl Delivery {
     ) -> Self {
         let (message, receipt) = Message::from_received(received);
         let visible_until = received_at + Duration::from_secs(u64::from(queue.visibility_timeout));
+        let receipt: Arc<str> = Arc::from(receipt);
+        let message_id: Arc<str> = Arc::from(message.id());
+        let window_end = window_start + MAX_VISIBILITY;
+        let at_last_receive = queue
+            .max_receive_count
+            .is_some_and(|cap| message.receive_count() >= cap);
+        queue
+            .metrics
+            .delivered(message.receive_count(), at_last_receive);
+        let heartbeat = queue.heartbeat.as_ref().map(|heartbeat| {
+            heartbeat.register(
+                Arc::clone(&receipt),
+                Arc::clone(&message_id),
+                visible_until,
+                window_end,
+            )
+        });
         let ticket = Ticket {
-            receipt: Arc::from(receipt),
-            message_id: Arc::from(message.id()),
+            receipt,
+            message_id,
             receive_count: message.receive_count(),
-            window_end: window_start + MAX_VISIBILITY,
+            window_end,
             visible_until,
+            heartbeat,
             queue,
             slot,
             settled: false,
@@ -77,16 +95,18 @@ impl fmt::Debug for Delivery {
 
 /// The right to settle one delivery: its receipt handle and its place in the engine.
 ///
-/// Dropped unsettled, it makes no call: the message comes back when its visibility timeout
-/// lapses. Dropping never blocks.
+/// Dropped unsettled, it makes no call: the heartbeat stops extending it, and the message comes
+/// back when its current visibility timeout lapses. Dropping never awaits.
 pub struct Ticket {
     receipt: Arc<str>,
     message_id: Arc<str>,
     receive_count: u32,
     /// The end of the 12 hours from the receive: no visibility may reach past it.
     window_end: Instant,
-    /// Until when the message is known to stay invisible.
+    /// Until when the message is known to stay invisible, as of the receive.
     visible_until: Instant,
+    /// The delivery's key in the heartbeat's schedule.
+    heartbeat: Option<u64>,
     queue: Arc<QueueRuntime>,
     /// The delivery's place among the messages the engine may hold; freed on settle or drop.
     slot: Option<OwnedSemaphorePermit>,
@@ -119,6 +139,7 @@ impl Ticket {
     pub fn settle(mut self, outcome: Outcome) -> Settlement {
         self.settled = true;
         self.slot.take();
+        let visible_until = self.stop_heartbeat().unwrap_or(self.visible_until);
         let queue = &self.queue;
         let at_cap = queue
             .max_receive_count
@@ -126,6 +147,7 @@ impl Ticket {
         let (lane, delay) = match outcome {
             Outcome::Ack => (Lane::Delete, None),
             Outcome::Drop if at_cap => {
+                queue.metrics.redrive();
                 debug!(queue = %queue.name, message_id = %self.message_id, receive_count = self.receive_count, "drop at the redrive cap: returning the message for the dead-letter queue");
                 (Lane::Visibility, Some(Duration::ZERO))
             }
@@ -157,14 +179,21 @@ impl Ticket {
                 lane,
                 visibility,
                 message_id: Arc::clone(&self.message_id),
-                visible_until: self.visible_until,
+                visible_until,
             },
         )
+    }
+
+    /// Stops the heartbeat for this delivery; returns its deadline as last extended.
+    fn stop_heartbeat(&mut self) -> Option<Instant> {
+        let key = self.heartbeat.take()?;
+        self.queue.heartbeat.as_ref()?.deregister(key)
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.stop_heartbeat();
         if !self.settled {
             self.queue.metrics.unsettled();
             debug!(

@@ -16,9 +16,10 @@ use crate::backoff::Backoff;
 use crate::delivery::Delivery;
 use crate::error::{ConfigError, Error};
 use crate::handler::{BatchHandler, Handler};
+use crate::heartbeat;
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
-use crate::queue::{OpenOptions, QueueRuntime};
+use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::{self, ReceiverConfig};
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::run_flusher;
@@ -44,6 +45,11 @@ pub struct EngineBuilder {
     max_batches_in_flight: usize,
     shutdown_timeout: Duration,
     backoff: Backoff,
+    heartbeat: bool,
+    heartbeat_margin: Option<Duration>,
+    max_attempts: Option<u32>,
+    dead_letter: Option<String>,
+    create_if_missing: bool,
 }
 
 impl Default for EngineBuilder {
@@ -61,6 +67,11 @@ impl Default for EngineBuilder {
             max_batches_in_flight: 16,
             shutdown_timeout: Duration::from_secs(30),
             backoff: Backoff::default(),
+            heartbeat: true,
+            heartbeat_margin: None,
+            max_attempts: None,
+            dead_letter: None,
+            create_if_missing: false,
         }
     }
 }
@@ -79,6 +90,11 @@ impl std::fmt::Debug for EngineBuilder {
             .field("max_batches_in_flight", &self.max_batches_in_flight)
             .field("shutdown_timeout", &self.shutdown_timeout)
             .field("backoff", &self.backoff)
+            .field("heartbeat", &self.heartbeat)
+            .field("heartbeat_margin", &self.heartbeat_margin)
+            .field("max_attempts", &self.max_attempts)
+            .field("dead_letter", &self.dead_letter)
+            .field("create_if_missing", &self.create_if_missing)
             .finish_non_exhaustive()
     }
 }
@@ -177,13 +193,62 @@ impl EngineBuilder {
         self
     }
 
+    /// Whether the heartbeat keeps unsettled messages invisible while their handlers run.
+    /// Default on. It extends a message's visibility by the visibility timeout when its
+    /// deadline comes within the margin, in batch calls shared with other messages, and never
+    /// past 12 hours from the receive. With a visibility timeout under 2 s it stays off.
+    pub fn heartbeat(mut self, on: bool) -> Self {
+        self.heartbeat = on;
+        self
+    }
+
+    /// How long before a message's visibility deadline the heartbeat extends it. Default: a
+    /// fifth of the visibility timeout, at least 1 s and at most 60 s; never more than half
+    /// the timeout. Make it larger than the worst delay of a `ChangeMessageVisibilityBatch`
+    /// call, retries included.
+    pub fn heartbeat_margin(mut self, margin: Duration) -> Self {
+        self.heartbeat_margin = Some(margin);
+        self
+    }
+
+    /// The receives after which SQS moves a message to the dead-letter queue, 1..=1000: the
+    /// redrive policy's `maxReceiveCount`. Goes with [`dead_letter`](Self::dead_letter).
+    ///
+    /// With a redrive policy, [`Outcome::Drop`] on a delivery at this receive count returns the
+    /// message (visibility 0) instead of deleting it, since the next receive is what moves it
+    /// to the dead-letter queue.
+    pub fn max_attempts(mut self, receives: u32) -> Self {
+        self.max_attempts = Some(receives);
+        self
+    }
+
+    /// The dead-letter queue, by name or URL, that the redrive policy points at. Goes with
+    /// [`max_attempts`](Self::max_attempts). It must exist when the engine starts, unless
+    /// [`create_if_missing`](Self::create_if_missing) is set, and be FIFO when the queue is.
+    ///
+    /// The engine writes the policy onto the queue with `SetQueueAttributes` when it starts;
+    /// that needs `sqs:SetQueueAttributes` on the queue and `sqs:GetQueueAttributes` on the
+    /// dead-letter queue.
+    pub fn dead_letter(mut self, queue: impl Into<String>) -> Self {
+        self.dead_letter = Some(queue.into());
+        self
+    }
+
+    /// Create the queue, and the dead-letter queue, when they do not exist. A name ending in
+    /// `.fifo` makes a FIFO queue. Default off.
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
     /// Checks the settings and makes the engine. Nothing is called on SQS yet.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the first setting out of range, or the missing queue or
-    /// client.
-    pub fn build(self) -> Result<Engine, ConfigError> {
+    /// [`Error::Config`] naming the first setting out of range, or the missing queue or
+    /// client; [`Error::IncompleteRedrive`] when only one of
+    /// [`max_attempts`](Self::max_attempts) and [`dead_letter`](Self::dead_letter) is set.
+    pub fn build(self) -> Result<Engine, Error> {
         let api = self
             .api
             .ok_or_else(|| ConfigError::new("sdk_config / client / api", "unset", "set"))?;
@@ -201,11 +266,7 @@ impl EngineBuilder {
             "1..=256",
         )?;
         if self.wait_time > Duration::from_secs(20) {
-            return Err(ConfigError::duration(
-                "wait_time",
-                self.wait_time,
-                "at most 20 s",
-            ));
+            return Err(ConfigError::duration("wait_time", self.wait_time, "at most 20 s").into());
         }
         let visibility_timeout = match self.visibility_timeout {
             Some(timeout) if timeout > MAX_VISIBILITY || timeout.subsec_nanos() != 0 => {
@@ -213,7 +274,8 @@ impl EngineBuilder {
                     "visibility_timeout",
                     timeout,
                     "whole seconds, at most 12 hours",
-                ));
+                )
+                .into());
             }
             Some(timeout) => Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
             None => None,
@@ -223,7 +285,8 @@ impl EngineBuilder {
                 "max_batch_wait",
                 self.max_batch_wait,
                 "at most 1 s",
-            ));
+            )
+            .into());
         }
         let prefetch = self.prefetch.unwrap_or(self.receive_batch * self.receivers);
         if self.workers + prefetch < self.receive_batch {
@@ -231,8 +294,33 @@ impl EngineBuilder {
                 "prefetch",
                 prefetch,
                 "large enough that workers + prefetch holds one receive batch",
-            ));
+            )
+            .into());
         }
+        let redrive = match (self.max_attempts, self.dead_letter) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::IncompleteRedrive {
+                    queue,
+                    missing: "dead_letter",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(Error::IncompleteRedrive {
+                    queue,
+                    missing: "max_attempts",
+                });
+            }
+            (Some(receives), Some(dead_letter)) => {
+                if !(1..=1000).contains(&receives) {
+                    return Err(ConfigError::new("max_attempts", receives, "1..=1000").into());
+                }
+                Some(Redrive {
+                    max_receive_count: receives,
+                    dead_letter,
+                })
+            }
+        };
         Ok(Engine {
             api,
             queue,
@@ -251,6 +339,9 @@ impl EngineBuilder {
             },
             shutdown_timeout: self.shutdown_timeout,
             backoff: self.backoff,
+            heartbeat: self.heartbeat.then_some(self.heartbeat_margin),
+            redrive,
+            create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
         })
     }
@@ -311,6 +402,9 @@ pub struct Engine {
     coalescer: CoalescerConfig,
     shutdown_timeout: Duration,
     backoff: Backoff,
+    heartbeat: Option<Option<Duration>>,
+    redrive: Option<Redrive>,
+    create_if_missing: bool,
     stats: Arc<StatsCells>,
 }
 
@@ -408,6 +502,9 @@ impl Engine {
                 visibility_timeout: self.visibility_timeout,
                 backoff: self.backoff,
                 coalescer: self.coalescer,
+                heartbeat: self.heartbeat,
+                redrive: self.redrive.clone(),
+                create_if_missing: self.create_if_missing,
             },
             Arc::clone(&self.stats),
         )
@@ -420,6 +517,11 @@ impl Engine {
         settle_tasks.spawn(
             run_flusher(Arc::clone(&queue), drain.clone(), settle_tasks.clone())
                 .instrument(debug_span!("flusher", queue = %queue.name)),
+        );
+        let stop_heartbeat = CancellationToken::new();
+        settle_tasks.spawn(
+            heartbeat::run(Arc::clone(&queue), stop_heartbeat.clone())
+                .instrument(debug_span!("heartbeat", queue = %queue.name)),
         );
 
         let stop = CancellationToken::new();
@@ -545,6 +647,8 @@ impl Engine {
             abort.cancel();
             tasks.wait().await;
         }
+        // Every handler is done: no delivery is left to keep invisible.
+        stop_heartbeat.cancel();
         drain.cancel();
         settle_tasks.close();
         settle_tasks.wait().await;

@@ -28,6 +28,25 @@ pub enum Error {
         #[source]
         source: CallError,
     },
+    /// A redrive policy was declared by halves: `max_attempts` without `dead_letter`, or the
+    /// reverse.
+    #[error(
+        "queue `{queue}` declares a redrive policy without {missing}: max_attempts and dead_letter go together"
+    )]
+    IncompleteRedrive {
+        /// The queue as it was named.
+        queue: String,
+        /// The missing half: `max_attempts` or `dead_letter`.
+        missing: &'static str,
+    },
+    /// The dead-letter queue does not exist, and the engine was not asked to create it.
+    #[error("dead-letter queue `{dead_letter}` of queue `{queue}` does not exist")]
+    DeadLetterQueueNotFound {
+        /// The queue as it was named.
+        queue: String,
+        /// The dead-letter queue as it was named.
+        dead_letter: String,
+    },
     /// The queue's attributes say something the engine cannot work with.
     #[error("queue `{queue}` is misconfigured: {reason}")]
     Misconfigured {

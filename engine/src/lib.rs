@@ -66,6 +66,7 @@ mod delivery;
 mod engine;
 mod error;
 mod handler;
+mod heartbeat;
 mod message;
 pub mod metrics;
 mod outcome;

@@ -16,6 +16,11 @@
 //! | `sqs_engine_entry_retries_total` | counter | `queue`, `action` | batch entries sent again after a transient failure |
 //! | `sqs_engine_late_settlements_total` | counter | `queue` | settlements SQS applied after the message's visibility deadline |
 //! | `sqs_engine_unsettled_total` | counter | `queue` | deliveries dropped without an outcome (no call: they come back) |
+//! | `sqs_engine_receives_abandoned_total` | counter | `queue` | long polls still open at shutdown, given up without an answer (not in `sqs_engine_calls_total`) |
+//! | `sqs_engine_receive_count` | histogram | `queue` | `ApproximateReceiveCount` of each delivery |
+//! | `sqs_engine_last_receive_deliveries_total` | counter | `queue` | deliveries at the last receive the redrive policy allows |
+//! | `sqs_engine_redrive_returns_total` | counter | `queue` | drops at the cap returned (visibility 0) for SQS to move to the dead-letter queue |
+//! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: the message may come back while its handler runs) |
 
 use std::sync::Arc;
 use std::sync::Once;
@@ -35,16 +40,18 @@ pub(crate) enum Action {
     GetQueueUrl,
     GetQueueAttributes,
     SetQueueAttributes,
+    CreateQueue,
 }
 
 impl Action {
-    const ALL: [Action; 6] = [
+    const ALL: [Action; 7] = [
         Action::ReceiveMessage,
         Action::DeleteMessageBatch,
         Action::ChangeMessageVisibilityBatch,
         Action::GetQueueUrl,
         Action::GetQueueAttributes,
         Action::SetQueueAttributes,
+        Action::CreateQueue,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -55,6 +62,7 @@ impl Action {
             Action::GetQueueUrl => "GetQueueUrl",
             Action::GetQueueAttributes => "GetQueueAttributes",
             Action::SetQueueAttributes => "SetQueueAttributes",
+            Action::CreateQueue => "CreateQueue",
         }
     }
 
@@ -79,6 +87,11 @@ const SETTLE_LATENCY: &str = "sqs_engine_settlement_latency_seconds";
 const ENTRY_RETRIES: &str = "sqs_engine_entry_retries_total";
 const LATE: &str = "sqs_engine_late_settlements_total";
 const UNSETTLED: &str = "sqs_engine_unsettled_total";
+const EXTENSIONS: &str = "sqs_engine_heartbeat_extensions_total";
+const ABANDONED: &str = "sqs_engine_receives_abandoned_total";
+const RECEIVE_COUNT: &str = "sqs_engine_receive_count";
+const LAST_RECEIVE: &str = "sqs_engine_last_receive_deliveries_total";
+const REDRIVE: &str = "sqs_engine_redrive_returns_total";
 
 /// Describes every metric the engine emits to the installed recorder. The engine calls it when
 /// a queue opens; calling it again does nothing.
@@ -114,6 +127,26 @@ pub fn describe() {
             Unit::Count,
             "Deliveries dropped without an outcome; they come back when their visibility lapses."
         );
+        describe_histogram!(
+            RECEIVE_COUNT,
+            Unit::Count,
+            "Receive count of each delivery."
+        );
+        describe_counter!(
+            LAST_RECEIVE,
+            Unit::Count,
+            "Deliveries at the last receive the redrive policy allows."
+        );
+        describe_counter!(
+            REDRIVE,
+            Unit::Count,
+            "Drops at the redrive cap, returned for SQS to move to the dead-letter queue."
+        );
+        describe_counter!(
+            EXTENSIONS,
+            Unit::Count,
+            "Visibility extensions by the heartbeat, by result."
+        );
     });
 }
 
@@ -121,7 +154,7 @@ const RESULTS: [&str; 2] = ["ok", "error"];
 
 /// The metric handles of one queue, registered once.
 pub(crate) struct QueueMetrics {
-    calls: [[Counter; 2]; 6],
+    calls: [[Counter; 2]; 7],
     received: Counter,
     settlements: [[Counter; 2]; 4],
     batch_entries: [Histogram; 2],
@@ -130,6 +163,11 @@ pub(crate) struct QueueMetrics {
     entry_retries: [Counter; 2],
     late: Counter,
     unsettled: Counter,
+    extensions: [Counter; 2],
+    abandoned: Counter,
+    receive_count: Histogram,
+    last_receive: Counter,
+    redrive: Counter,
     stats: Arc<StatsCells>,
 }
 
@@ -167,12 +205,18 @@ impl QueueMetrics {
                 counter!(ENTRY_RETRIES, "queue" => queue.clone(), "action" => lane_action(lane))
             }),
             late: counter!(LATE, "queue" => queue.clone()),
-            unsettled: counter!(UNSETTLED, "queue" => queue),
+            unsettled: counter!(UNSETTLED, "queue" => queue.clone()),
+            extensions: RESULTS.map(|result| counter!(EXTENSIONS, "queue" => queue.clone(), "result" => result)),
+            abandoned: counter!(ABANDONED, "queue" => queue.clone()),
+            receive_count: histogram!(RECEIVE_COUNT, "queue" => queue.clone()),
+            last_receive: counter!(LAST_RECEIVE, "queue" => queue.clone()),
+            redrive: counter!(REDRIVE, "queue" => queue.clone()),
             stats,
         }
     }
 
     /// The counts so far.
+    #[cfg(test)]
     pub(crate) fn snapshot(&self) -> Stats {
         self.stats.snapshot()
     }
@@ -210,6 +254,29 @@ impl QueueMetrics {
         self.stats.late.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn extension(&self, ok: bool) {
+        self.extensions[usize::from(!ok)].increment(1);
+        self.stats.extensions[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn receive_abandoned(&self) {
+        self.abandoned.increment(1);
+        self.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn delivered(&self, receive_count: u32, at_last_receive: bool) {
+        self.receive_count.record(f64::from(receive_count));
+        if at_last_receive {
+            self.last_receive.increment(1);
+            self.stats.last_receive.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn redrive(&self) {
+        self.redrive.increment(1);
+        self.stats.redrive.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn unsettled(&self) {
         self.unsettled.increment(1);
         self.stats.unsettled.fetch_add(1, Ordering::Relaxed);
@@ -219,12 +286,16 @@ impl QueueMetrics {
 /// The shared counters behind [`Stats`].
 #[derive(Debug, Default)]
 pub(crate) struct StatsCells {
-    calls: [[AtomicU64; 2]; 6],
+    calls: [[AtomicU64; 2]; 7],
     received: AtomicU64,
     settlements: [[AtomicU64; 2]; 4],
     entries: [AtomicU64; 2],
     late: AtomicU64,
     unsettled: AtomicU64,
+    extensions: [AtomicU64; 2],
+    last_receive: AtomicU64,
+    redrive: AtomicU64,
+    abandoned: AtomicU64,
 }
 
 impl StatsCells {
@@ -242,6 +313,7 @@ impl StatsCells {
             get_queue_url: call(Action::GetQueueUrl),
             get_queue_attributes: call(Action::GetQueueAttributes),
             set_queue_attributes: call(Action::SetQueueAttributes),
+            create_queue: call(Action::CreateQueue),
             messages_received: load(&self.received),
             acked: pair(&self.settlements[Outcome::Ack.index()]),
             dropped: pair(&self.settlements[Outcome::Drop.index()]),
@@ -251,6 +323,10 @@ impl StatsCells {
             visibility_entries: load(&self.entries[Lane::Visibility.index()]),
             late_settlements: load(&self.late),
             unsettled: load(&self.unsettled),
+            extensions: pair(&self.extensions),
+            at_last_receive: load(&self.last_receive),
+            redrive_returns: load(&self.redrive),
+            abandoned_receives: load(&self.abandoned),
         }
     }
 }
@@ -288,6 +364,8 @@ pub struct Stats {
     pub get_queue_attributes: Count,
     /// `SetQueueAttributes` calls.
     pub set_queue_attributes: Count,
+    /// `CreateQueue` calls.
+    pub create_queue: Count,
     /// Messages received.
     pub messages_received: u64,
     /// `ack` settlements answered.
@@ -306,6 +384,15 @@ pub struct Stats {
     pub late_settlements: u64,
     /// Deliveries dropped without an outcome.
     pub unsettled: u64,
+    /// Visibility extensions by the heartbeat (entries, not calls).
+    pub extensions: Count,
+    /// Deliveries at the last receive the redrive policy allows.
+    pub at_last_receive: u64,
+    /// Drops at the redrive cap, returned for SQS to move to the dead-letter queue.
+    pub redrive_returns: u64,
+    /// Long polls still open at shutdown, given up without an answer. They were requests all
+    /// the same: [`total_calls`](Self::total_calls) counts them.
+    pub abandoned_receives: u64,
 }
 
 impl Stats {
@@ -318,10 +405,12 @@ impl Stats {
             self.get_queue_url,
             self.get_queue_attributes,
             self.set_queue_attributes,
+            self.create_queue,
         ]
         .iter()
         .map(Count::total)
-        .sum()
+        .sum::<u64>()
+            + self.abandoned_receives
     }
 
     /// Settlements answered with success, every outcome.

@@ -2,12 +2,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::warn;
 
 use crate::api::{CallError, CallErrorKind, QueueAttributes, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::Error;
+use crate::heartbeat::{Heartbeat, HeartbeatConfig};
 use crate::metrics::{Action, QueueMetrics, StatsCells};
 use crate::settle::Settler;
 use crate::settle::coalescer::CoalescerConfig;
@@ -29,6 +31,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) backoff: Backoff,
     pub(crate) metrics: QueueMetrics,
     pub(crate) settler: Settler,
+    /// Keeps unsettled deliveries invisible; `None` when turned off.
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
 /// What opening a queue needs to know.
@@ -37,6 +41,21 @@ pub(crate) struct OpenOptions {
     pub(crate) visibility_timeout: Option<u32>,
     pub(crate) backoff: Backoff,
     pub(crate) coalescer: CoalescerConfig,
+    /// Whether the heartbeat runs, and its margin when not the default.
+    pub(crate) heartbeat: Option<Option<Duration>>,
+    /// The redrive policy to write onto the queue.
+    pub(crate) redrive: Option<Redrive>,
+    /// Create the queue, and its dead-letter queue, when missing.
+    pub(crate) create_if_missing: bool,
+}
+
+/// A redrive policy: after `max_receive_count` receives, SQS moves a message to
+/// `dead_letter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Redrive {
+    pub(crate) max_receive_count: u32,
+    /// The dead-letter queue, by name or URL.
+    pub(crate) dead_letter: String,
 }
 
 /// Whether `queue` is a queue URL rather than a name.
@@ -71,34 +90,19 @@ impl QueueRuntime {
     ) -> Result<(Self, QueueAttributes), Error> {
         let name: Arc<str> = Arc::from(name_of(&options.queue));
         let metrics = QueueMetrics::new(&name, stats);
+        let opener = Opener {
+            api: &*api,
+            backoff: &options.backoff,
+            metrics: &metrics,
+            create_if_missing: options.create_if_missing,
+        };
         let queue = &options.queue;
-        let open_error = |action: Action, source: CallError| match source.kind {
-            CallErrorKind::QueueNotFound => Error::QueueNotFound {
-                queue: queue.clone(),
-            },
-            _ => Error::Open {
-                queue: queue.clone(),
-                action: action.as_str(),
-                source,
-            },
-        };
-        let url = if is_url(queue) {
-            queue.clone()
-        } else {
-            retrying(&options.backoff, &metrics, Action::GetQueueUrl, || {
-                api.queue_url(queue)
-            })
-            .await
-            .map_err(|e| open_error(Action::GetQueueUrl, e))?
-        };
-        let attributes = retrying(
-            &options.backoff,
-            &metrics,
-            Action::GetQueueAttributes,
-            || api.queue_attributes(&url),
-        )
-        .await
-        .map_err(|e| open_error(Action::GetQueueAttributes, e))?;
+        let (url, attributes) = opener.resolve(queue, queue).await?;
+        if let Some(redrive) = &options.redrive {
+            opener
+                .write_redrive(queue, &url, attributes.fifo, redrive)
+                .await?;
+        }
         let visibility_timeout = options
             .visibility_timeout
             .or(attributes.visibility_timeout)
@@ -108,12 +112,134 @@ impl QueueRuntime {
             url,
             api,
             visibility_timeout,
-            max_receive_count: None,
+            max_receive_count: options.redrive.as_ref().map(|r| r.max_receive_count),
             backoff: options.backoff,
             metrics,
             settler: Settler::new(options.coalescer),
+            heartbeat: options.heartbeat.and_then(|margin| {
+                HeartbeatConfig::for_visibility(
+                    Duration::from_secs(u64::from(visibility_timeout)),
+                    margin,
+                )
+                .map(Heartbeat::new)
+            }),
         };
         Ok((runtime, attributes))
+    }
+}
+
+/// The calls that open a queue.
+struct Opener<'a> {
+    api: &'a dyn SqsApi,
+    backoff: &'a Backoff,
+    metrics: &'a QueueMetrics,
+    create_if_missing: bool,
+}
+
+impl Opener<'_> {
+    /// The URL and attributes of `target` (a name or URL), creating it when allowed. Errors
+    /// name `queue`, the queue being opened.
+    async fn resolve(&self, queue: &str, target: &str) -> Result<(String, QueueAttributes), Error> {
+        let open_error = |action: Action, source: CallError| match source.kind {
+            CallErrorKind::QueueNotFound if queue == target => Error::QueueNotFound {
+                queue: queue.to_owned(),
+            },
+            CallErrorKind::QueueNotFound => Error::DeadLetterQueueNotFound {
+                queue: queue.to_owned(),
+                dead_letter: target.to_owned(),
+            },
+            _ => Error::Open {
+                queue: queue.to_owned(),
+                action: action.as_str(),
+                source,
+            },
+        };
+        let url = if is_url(target) {
+            target.to_owned()
+        } else if self.create_if_missing {
+            let fifo = target.ends_with(".fifo");
+            let attributes: Vec<(&str, String)> = if fifo {
+                vec![("FifoQueue", "true".to_owned())]
+            } else {
+                Vec::new()
+            };
+            self.call(Action::CreateQueue, || {
+                self.api.create_queue(target, &attributes)
+            })
+            .await
+            .map_err(|e| open_error(Action::CreateQueue, e))?
+        } else {
+            self.call(Action::GetQueueUrl, || self.api.queue_url(target))
+                .await
+                .map_err(|e| open_error(Action::GetQueueUrl, e))?
+        };
+        let attributes = self
+            .call(Action::GetQueueAttributes, || {
+                self.api.queue_attributes(&url)
+            })
+            .await
+            .map_err(|e| open_error(Action::GetQueueAttributes, e))?;
+        Ok((url, attributes))
+    }
+
+    /// Checks the dead-letter queue and writes the redrive policy onto the queue.
+    async fn write_redrive(
+        &self,
+        queue: &str,
+        url: &str,
+        fifo: bool,
+        redrive: &Redrive,
+    ) -> Result<(), Error> {
+        let (_, dead_letter) = self.resolve(queue, &redrive.dead_letter).await?;
+        if dead_letter.fifo != fifo {
+            let kind = |fifo: bool| {
+                if fifo {
+                    "a FIFO queue"
+                } else {
+                    "a standard queue"
+                }
+            };
+            return Err(Error::Misconfigured {
+                queue: queue.to_owned(),
+                reason: format!(
+                    "it is {} but its dead-letter queue `{}` is {}: a FIFO queue takes a FIFO dead-letter queue, a standard queue a standard one",
+                    kind(fifo),
+                    redrive.dead_letter,
+                    kind(dead_letter.fifo)
+                ),
+            });
+        }
+        let Some(arn) = dead_letter.arn else {
+            return Err(Error::Misconfigured {
+                queue: queue.to_owned(),
+                reason: format!(
+                    "the attributes of dead-letter queue `{}` carry no QueueArn",
+                    redrive.dead_letter
+                ),
+            });
+        };
+        let policy = format!(
+            r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"{}"}}"#,
+            redrive.max_receive_count
+        );
+        let attributes = [("RedrivePolicy", policy)];
+        self.call(Action::SetQueueAttributes, || {
+            self.api.set_queue_attributes(url, &attributes)
+        })
+        .await
+        .map_err(|source| Error::Open {
+            queue: queue.to_owned(),
+            action: Action::SetQueueAttributes.as_str(),
+            source,
+        })
+    }
+
+    async fn call<'c, T, F, Fut>(&self, action: Action, call: F) -> Result<T, CallError>
+    where
+        F: FnMut() -> Fut + 'c,
+        Fut: Future<Output = Result<T, CallError>> + 'c,
+    {
+        retrying(self.backoff, self.metrics, action, call).await
     }
 }
 

@@ -18,6 +18,9 @@ use crate::queue::QueueRuntime;
 /// the failures last.
 const RECEIVE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(10));
 
+/// How long a receive under way at shutdown may still take before it is abandoned.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 /// One receiver's settings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReceiverConfig {
@@ -32,8 +35,9 @@ pub(crate) struct ReceiverConfig {
 /// visibility runs out: while the pool and the buffer are full, it waits instead of polling.
 /// A failed receive backs off with jitter and tries again, for as long as it fails.
 ///
-/// When `stop` is cancelled during a long poll, the poll is abandoned: any message SQS handed
-/// out in its answer comes back when its visibility timeout lapses.
+/// When `stop` is cancelled during a long poll, the poll gets a second to answer; what it brings
+/// is returned at once (visibility 0). A poll still open after that is abandoned: a message SQS
+/// handed out in its answer comes back when its visibility timeout lapses.
 pub(crate) async fn run(
     queue: Arc<QueueRuntime>,
     config: ReceiverConfig,
@@ -60,14 +64,24 @@ pub(crate) async fn run(
         };
         // The 12-hour window is counted from before the call: never later than SQS's own.
         let window_start = Instant::now();
+        let mut receive = queue.api.receive(&request);
         let result = tokio::select! {
             biased;
+            result = &mut receive => result,
             () = stop.cancelled() => {
-                // The request was made and is billed: count it, as a call with no answer.
-                queue.metrics.call(Action::ReceiveMessage, false);
+                // A poll already under way may be handing out messages right now: give it a
+                // moment, and return what it brings at once rather than strand it.
+                match tokio::time::timeout(SHUTDOWN_GRACE, &mut receive).await {
+                    Ok(result) => {
+                        queue.metrics.call(Action::ReceiveMessage, result.is_ok());
+                        if let Ok(messages) = result {
+                            return_at_once(&queue, messages, &mut permits, window_start);
+                        }
+                    }
+                    Err(_) => queue.metrics.receive_abandoned(),
+                }
                 return;
             }
-            result = queue.api.receive(&request) => result,
         };
         queue.metrics.call(Action::ReceiveMessage, result.is_ok());
         match result {
@@ -107,5 +121,29 @@ pub(crate) async fn run(
                 }
             }
         }
+    }
+}
+
+/// Returns messages received at shutdown to the queue at once (visibility 0).
+fn return_at_once(
+    queue: &Arc<QueueRuntime>,
+    messages: Vec<crate::api::ReceivedMessage>,
+    permits: &mut tokio::sync::OwnedSemaphorePermit,
+    window_start: Instant,
+) {
+    if messages.is_empty() {
+        return;
+    }
+    queue.metrics.received(messages.len());
+    let received_at = Instant::now();
+    for message in messages {
+        let delivery = Delivery::new(
+            Arc::clone(queue),
+            message,
+            permits.split(1),
+            window_start,
+            received_at,
+        );
+        drop(delivery.settle(crate::outcome::Outcome::Retry));
     }
 }

@@ -13,9 +13,11 @@
 //! - at once while draining for shutdown ([`FlushReason::Shutdown`]).
 //!
 //! A batch never carries one receipt handle twice: a second entry for the same handle waits for
-//! the next batch of its lane.
+//! the next batch of its lane. On the visibility lane a receipt handle is also in at most one
+//! call at a time, so that the visibility changes of one message (a heartbeat's extension, then
+//! the handler's retry) reach SQS in the order they were made.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,13 +117,32 @@ pub(crate) struct CoalescerConfig {
 struct LaneState<T> {
     pending: VecDeque<Entry<T>>,
     in_flight: usize,
+    /// The receipt handles in calls in flight, on a lane that keeps them in order.
+    busy: Option<HashSet<Arc<str>>>,
 }
 
-impl<T> Default for LaneState<T> {
-    fn default() -> Self {
+impl<T> LaneState<T> {
+    fn new(ordered: bool) -> Self {
         Self {
             pending: VecDeque::new(),
             in_flight: 0,
+            busy: ordered.then(HashSet::new),
+        }
+    }
+
+    fn is_busy(&self, receipt: &Arc<str>) -> bool {
+        self.busy
+            .as_ref()
+            .is_some_and(|busy| busy.contains(receipt))
+    }
+
+    /// The oldest entry that may go out now.
+    fn oldest_ready(&self) -> Option<&Entry<T>> {
+        match &self.busy {
+            Some(busy) if !busy.is_empty() => {
+                self.pending.iter().find(|e| !busy.contains(&e.receipt))
+            }
+            _ => self.pending.front(),
         }
     }
 }
@@ -142,7 +163,7 @@ impl<T> Coalescer<T> {
                 max_in_flight: config.max_in_flight.max(1),
                 ..config
             },
-            lanes: [LaneState::default(), LaneState::default()],
+            lanes: [LaneState::new(false), LaneState::new(true)],
             draining: false,
         }
     }
@@ -167,12 +188,12 @@ impl<T> Coalescer<T> {
         let draining = self.draining;
         for lane in Lane::ALL {
             let state = &mut self.lanes[lane.index()];
-            let Some(oldest) = state.pending.front() else {
-                continue;
-            };
             if state.in_flight >= config.max_in_flight {
                 continue;
             }
+            let Some(oldest) = state.oldest_ready() else {
+                continue;
+            };
             let reason = if state.pending.len() >= config.max_batch {
                 FlushReason::Full
             } else if state.in_flight == 0 {
@@ -184,7 +205,13 @@ impl<T> Coalescer<T> {
             } else {
                 continue;
             };
-            let entries = take_distinct(&mut state.pending, config.max_batch);
+            let entries = take_distinct(state, config.max_batch);
+            if entries.is_empty() {
+                continue;
+            }
+            if let Some(busy) = &mut state.busy {
+                busy.extend(entries.iter().map(|e| Arc::clone(&e.receipt)));
+            }
             state.in_flight += 1;
             return Some(Batch {
                 lane,
@@ -202,15 +229,24 @@ impl<T> Coalescer<T> {
         self.lanes
             .iter()
             .filter(|state| state.in_flight < self.config.max_in_flight)
-            .filter_map(|state| state.pending.front())
+            .filter_map(LaneState::oldest_ready)
             .map(|oldest| oldest.enqueued_at + self.config.max_wait)
             .min()
     }
 
-    /// A call of `lane` has finished (whatever its answer).
-    pub(crate) fn finish(&mut self, lane: Lane) {
+    /// A call of `lane` with these receipt handles has finished (whatever its answer).
+    pub(crate) fn finish<'a>(
+        &mut self,
+        lane: Lane,
+        receipts: impl IntoIterator<Item = &'a Arc<str>>,
+    ) {
         let state = &mut self.lanes[lane.index()];
         state.in_flight = state.in_flight.saturating_sub(1);
+        if let Some(busy) = &mut state.busy {
+            for receipt in receipts {
+                busy.remove(receipt);
+            }
+        }
     }
 
     /// From now on every pending entry is due at once.
@@ -244,17 +280,16 @@ impl<T> Coalescer<T> {
 }
 
 /// Takes up to `max` entries from the front, skipping (and keeping, in order) any whose receipt
-/// handle is already in the batch.
-fn take_distinct<T>(pending: &mut VecDeque<Entry<T>>, max: usize) -> Vec<Entry<T>> {
-    let mut batch: Vec<Entry<T>> = Vec::with_capacity(max.min(pending.len()));
+/// handle is already in the batch or in a call in flight on an ordered lane.
+fn take_distinct<T>(state: &mut LaneState<T>, max: usize) -> Vec<Entry<T>> {
+    let mut batch: Vec<Entry<T>> = Vec::with_capacity(max.min(state.pending.len()));
     let mut index = 0;
-    while batch.len() < max && index < pending.len() {
-        let duplicate = batch
-            .iter()
-            .any(|taken| taken.receipt == pending[index].receipt);
-        if duplicate {
+    while batch.len() < max && index < state.pending.len() {
+        let receipt = &state.pending[index].receipt;
+        let skip = state.is_busy(receipt) || batch.iter().any(|taken| taken.receipt == *receipt);
+        if skip {
             index += 1;
-        } else if let Some(entry) = pending.remove(index) {
+        } else if let Some(entry) = state.pending.remove(index) {
             batch.push(entry);
         }
     }
@@ -268,6 +303,7 @@ mod tests {
     use std::collections::HashSet;
 
     const WAIT: Duration = Duration::from_millis(5);
+    const NONE: [&Arc<str>; 0] = [];
 
     fn coalescer(max_in_flight: usize) -> Coalescer<u32> {
         Coalescer::new(CoalescerConfig {
@@ -359,7 +395,7 @@ mod tests {
             None,
             "no deadline while the lane is full of calls"
         );
-        c.finish(Lane::Delete);
+        c.finish(Lane::Delete, NONE);
         let batch = c.poll_batch(now).expect("idle again");
         assert_eq!(batch.reason, FlushReason::Idle);
         assert_eq!(tokens(&batch), [2]);
@@ -376,13 +412,34 @@ mod tests {
         }
         let first = c.poll_batch(now + WAIT).expect("deadline");
         assert_eq!(tokens(&first), [1, 2, 4]);
-        c.finish(Lane::Delete);
-        c.finish(Lane::Delete);
+        c.finish(Lane::Delete, NONE);
+        c.finish(Lane::Delete, NONE);
         let second = c.poll_batch(now + WAIT).expect("idle");
         assert_eq!(tokens(&second), [3]);
-        c.finish(Lane::Delete);
+        c.finish(Lane::Delete, NONE);
         let third = c.poll_batch(now + WAIT).expect("idle");
         assert_eq!(tokens(&third), [5]);
+    }
+
+    #[test]
+    fn a_receipt_handle_waits_for_its_visibility_call_in_flight() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Visibility, entry("x", now, 1));
+        let first = c.poll_batch(now).expect("idle");
+        c.push(Lane::Visibility, entry("x", now, 2));
+        c.push(Lane::Visibility, entry("y", now, 3));
+        let second = c.poll_batch(now + WAIT).expect("y is due");
+        assert_eq!(
+            tokens(&second),
+            [3],
+            "x waits while its first call is in flight"
+        );
+        assert!(c.poll_batch(now + WAIT).is_none());
+        assert_eq!(c.next_deadline(), None, "x is blocked, not due");
+        c.finish(Lane::Visibility, first.entries.iter().map(|e| &e.receipt));
+        let third = c.poll_batch(now + WAIT).expect("x may go now");
+        assert_eq!(tokens(&third), [2]);
     }
 
     #[test]
@@ -421,8 +478,8 @@ mod tests {
         let batch = c.poll_batch(now).expect("shutdown flush");
         assert_eq!(batch.reason, FlushReason::Shutdown);
         assert!(!c.is_idle(), "two calls still in flight");
-        c.finish(Lane::Delete);
-        c.finish(Lane::Delete);
+        c.finish(Lane::Delete, NONE);
+        c.finish(Lane::Delete, NONE);
         assert!(c.is_idle());
     }
 
@@ -440,7 +497,7 @@ mod tests {
             let mut now = start;
             let mut next_token = 0u32;
             let mut sent: Vec<u32> = Vec::new();
-            let mut in_flight: Vec<Lane> = Vec::new();
+            let mut in_flight: Vec<Batch<u32>> = Vec::new();
             for (op, receipt, advance_ms) in ops {
                 now += Duration::from_millis(advance_ms);
                 match op {
@@ -450,8 +507,8 @@ mod tests {
                         next_token += 1;
                     }
                     2 => {
-                        if let Some(lane) = in_flight.pop() {
-                            c.finish(lane);
+                        if let Some(batch) = in_flight.pop() {
+                            c.finish(batch.lane, batch.entries.iter().map(|e| &e.receipt));
                         }
                     }
                     _ => {}
@@ -461,7 +518,15 @@ mod tests {
                     let distinct: HashSet<_> = batch.entries.iter().map(|e| e.receipt.clone()).collect();
                     prop_assert_eq!(distinct.len(), batch.entries.len());
                     sent.extend(batch.entries.iter().map(|e| e.token));
-                    in_flight.push(batch.lane);
+                    if batch.lane == Lane::Visibility {
+                        for other in in_flight.iter().filter(|b| b.lane == Lane::Visibility) {
+                            for entry in &batch.entries {
+                                prop_assert!(other.entries.iter().all(|e| e.receipt != entry.receipt),
+                                    "one receipt handle in two visibility calls at once");
+                            }
+                        }
+                    }
+                    in_flight.push(batch);
                 }
                 for lane in Lane::ALL {
                     prop_assert!(c.in_flight(lane) <= max_in_flight);
@@ -471,10 +536,10 @@ mod tests {
             loop {
                 while let Some(batch) = c.poll_batch(now) {
                     sent.extend(batch.entries.iter().map(|e| e.token));
-                    in_flight.push(batch.lane);
+                    in_flight.push(batch);
                 }
                 match in_flight.pop() {
-                    Some(lane) => c.finish(lane),
+                    Some(batch) => c.finish(batch.lane, batch.entries.iter().map(|e| &e.receipt)),
                     None => break,
                 }
             }

@@ -20,13 +20,37 @@ use tracing::{Instrument, debug, warn};
 
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult};
 use crate::error::SettleError;
+use crate::heartbeat::Extension;
 use crate::metrics::Action;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 use coalescer::{Batch, Coalescer, CoalescerConfig, Entry, Lane};
 use visibility::VisibilityTarget;
 
-/// Who is waiting for an entry's answer, and what to record when it comes.
+/// What an entry is for, and who gets its answer.
+#[derive(Debug)]
+pub(crate) enum Token {
+    /// A handler's settlement.
+    Settle(Completion),
+    /// A heartbeat's extension of the delivery with this schedule key.
+    Extend {
+        key: u64,
+        message_id: Arc<str>,
+        /// It ends at the 12-hour window: the heartbeat stops after it.
+        last: bool,
+    },
+}
+
+impl Token {
+    fn message_id(&self) -> &str {
+        match self {
+            Token::Settle(completion) => &completion.message_id,
+            Token::Extend { message_id, .. } => message_id,
+        }
+    }
+}
+
+/// Who is waiting for a settlement's answer, and what to record when it comes.
 #[derive(Debug)]
 pub(crate) struct Completion {
     tx: Option<oneshot::Sender<Result<(), SettleError>>>,
@@ -37,7 +61,7 @@ pub(crate) struct Completion {
 }
 
 struct State {
-    coalescer: Coalescer<Completion>,
+    coalescer: Coalescer<Token>,
     /// Set when the flusher has stopped: nothing more will be sent.
     closed: bool,
 }
@@ -94,24 +118,61 @@ pub(crate) fn enqueue(queue: &QueueRuntime, request: Request) -> Settlement {
         receipt: request.receipt,
         visibility: request.visibility,
         enqueued_at: Instant::now(),
-        token: completion,
+        token: Token::Settle(completion),
     };
     let mut state = queue.settler.lock();
     if state.closed {
         drop(state);
-        let completion = entry.token;
-        answer(
-            queue,
-            request.lane,
-            completion,
-            entry.enqueued_at,
-            Err(Failure::Stopped),
-        );
+        if let Token::Settle(completion) = entry.token {
+            answer(
+                queue,
+                request.lane,
+                completion,
+                entry.enqueued_at,
+                Err(Failure::Stopped),
+            );
+        }
     } else if state.coalescer.push(request.lane, entry) {
         drop(state);
         queue.settler.wake.notify_one();
     }
     settlement
+}
+
+/// Queues heartbeat extensions on the visibility lane, with one wake-up for all of them.
+/// Extensions asked for after the flusher stopped are dropped: nothing is in flight by then.
+pub(crate) fn enqueue_extensions(queue: &QueueRuntime, extensions: Vec<Extension>) {
+    if extensions.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    let mut state = queue.settler.lock();
+    if state.closed {
+        return;
+    }
+    let mut wake = false;
+    for extension in extensions {
+        wake |= state.coalescer.push(
+            Lane::Visibility,
+            Entry {
+                receipt: extension.receipt,
+                visibility: Some(VisibilityTarget {
+                    delay: extension.extension,
+                    window_end: extension.window_end,
+                }),
+                enqueued_at: now,
+                token: Token::Extend {
+                    key: extension.key,
+                    message_id: extension.message_id,
+                    last: extension.last,
+                },
+            },
+        );
+    }
+    drop(state);
+    if wake {
+        queue.settler.wake.notify_one();
+    }
 }
 
 /// The answer for one message's settlement.
@@ -218,6 +279,49 @@ fn answer(
     }
 }
 
+/// Records the answer for a heartbeat's extension.
+fn answer_extension(
+    queue: &QueueRuntime,
+    key: u64,
+    message_id: &str,
+    last: bool,
+    sent_at: Instant,
+    seconds: u32,
+    result: Result<(), String>,
+) {
+    let Some(heartbeat) = &queue.heartbeat else {
+        return;
+    };
+    match result {
+        Ok(()) => {
+            queue.metrics.extension(true);
+            heartbeat.extended(key, sent_at, seconds, last);
+            if last {
+                warn!(
+                    queue = %queue.name,
+                    message_id,
+                    seconds,
+                    "last visibility extension: it ends 12 hours after the receive, as SQS allows no more"
+                );
+            }
+        }
+        Err(error) => {
+            if !heartbeat.failed(key) {
+                // Settled while its extension was in flight: the settlement decides.
+                debug!(queue = %queue.name, message_id, error = %error, "extension of a settled message failed");
+                return;
+            }
+            queue.metrics.extension(false);
+            warn!(
+                queue = %queue.name,
+                message_id,
+                error = %error,
+                "visibility extension failed: the message may be delivered again before it is settled"
+            );
+        }
+    }
+}
+
 /// Sends batches until `drain` is cancelled and everything pending has been answered.
 ///
 /// Each batch call runs as its own task on `tracker`, so a slow call never holds up the next
@@ -272,20 +376,30 @@ async fn sleep_until_or_forever(deadline: Option<Instant>) {
 }
 
 /// Sends one batch, and again for its entries that failed transiently, under the retry budget.
-async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Completion>) {
+async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Token>) {
     let lane = batch.lane;
     let action = Action::of_lane(lane);
+    let receipts: Vec<Arc<str>> = match lane {
+        Lane::Visibility => batch
+            .entries
+            .iter()
+            .map(|e| Arc::clone(&e.receipt))
+            .collect(),
+        Lane::Delete => Vec::new(),
+    };
     let mut entries = batch.entries;
     let mut attempt: u32 = 1;
     loop {
-        let result = send(&queue, lane, &entries).await;
+        let sent_at = Instant::now();
+        let seconds = visibility_seconds(&entries, sent_at);
+        let result = send(&queue, lane, &entries, &seconds).await;
         queue.metrics.call(action, result.is_ok());
         let budget_left = attempt < queue.backoff.max_attempts();
         let mut retry = Vec::new();
         match result {
             Ok(results) => {
                 let mut results = results.into_iter();
-                for entry in entries {
+                for (entry, seconds) in entries.into_iter().zip(seconds_or_zero(&seconds)) {
                     let result = results.next().unwrap_or_else(|| {
                         EntryResult::Failed(EntryFailure {
                             code: "MissingEntryResult".into(),
@@ -295,31 +409,27 @@ async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Completion>) {
                             ),
                         })
                     });
-                    match result {
-                        EntryResult::Ok => {
-                            answer(&queue, lane, entry.token, entry.enqueued_at, Ok(()))
-                        }
+                    let failure = match result {
+                        EntryResult::Ok => None,
                         EntryResult::Failed(failure) if failure.is_transient() && budget_left => {
-                            debug!(queue = %queue.name, message_id = %entry.token.message_id, code = %failure.code, "entry failed transiently; sending it again");
+                            debug!(queue = %queue.name, message_id = entry.token.message_id(), code = %failure.code, "entry failed transiently; sending it again");
                             retry.push(entry);
+                            continue;
                         }
-                        EntryResult::Failed(failure) => {
-                            let failure = if failure.is_transient() {
-                                // Out of budget: report it as the call failure it was.
-                                Failure::Call {
-                                    error: CallError {
-                                        kind: CallErrorKind::Server,
-                                        message: failure.to_string(),
-                                        code: Some(failure.code),
-                                    },
-                                    attempts: attempt,
-                                }
-                            } else {
-                                Failure::Rejected(failure)
-                            };
-                            answer(&queue, lane, entry.token, entry.enqueued_at, Err(failure));
+                        EntryResult::Failed(failure) if failure.is_transient() => {
+                            // Out of budget: report it as the call failure it was.
+                            Some(Failure::Call {
+                                error: CallError {
+                                    kind: CallErrorKind::Server,
+                                    message: failure.to_string(),
+                                    code: Some(failure.code),
+                                },
+                                attempts: attempt,
+                            })
                         }
-                    }
+                        EntryResult::Failed(failure) => Some(Failure::Rejected(failure)),
+                    };
+                    finish_entry(&queue, lane, entry, sent_at, seconds, failure);
                 }
             }
             Err(error) if error.is_transient() && budget_left => {
@@ -333,7 +443,7 @@ async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Completion>) {
                         error: error.clone(),
                         attempts: attempt,
                     };
-                    answer(&queue, lane, entry.token, entry.enqueued_at, Err(failure));
+                    finish_entry(&queue, lane, entry, sent_at, 0, Some(failure));
                 }
             }
         }
@@ -345,15 +455,60 @@ async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Completion>) {
         attempt += 1;
         entries = retry;
     }
-    queue.settler.lock().coalescer.finish(lane);
+    queue.settler.lock().coalescer.finish(lane, &receipts);
     queue.settler.wake.notify_one();
+}
+
+/// Hands an entry's final answer to whoever waits for it.
+fn finish_entry(
+    queue: &QueueRuntime,
+    lane: Lane,
+    entry: Entry<Token>,
+    sent_at: Instant,
+    seconds: u32,
+    failure: Option<Failure>,
+) {
+    match entry.token {
+        Token::Settle(completion) => {
+            let result = failure.map_or(Ok(()), Err);
+            answer(queue, lane, completion, entry.enqueued_at, result);
+        }
+        Token::Extend {
+            key,
+            message_id,
+            last,
+        } => {
+            let result = match failure {
+                None => Ok(()),
+                Some(Failure::Rejected(failure)) => Err(failure.to_string()),
+                Some(Failure::Call { error, .. }) => Err(error.to_string()),
+                Some(Failure::Stopped) => Err("the engine stopped".to_owned()),
+            };
+            answer_extension(queue, key, &message_id, last, sent_at, seconds, result);
+        }
+    }
+}
+
+/// The visibility of each entry at `now`, in whole seconds; empty on the delete lane. Worked
+/// out at each send, so a retried entry still ends within its message's 12-hour window.
+fn visibility_seconds(entries: &[Entry<Token>], now: Instant) -> Vec<u32> {
+    entries
+        .iter()
+        .filter_map(|e| e.visibility.map(|target| target.seconds_at(now).0))
+        .collect()
+}
+
+/// The seconds of each entry, or zeros for the delete lane.
+fn seconds_or_zero(seconds: &[u32]) -> impl Iterator<Item = u32> + '_ {
+    seconds.iter().copied().chain(std::iter::repeat(0))
 }
 
 /// One batch call for `entries`.
 async fn send(
     queue: &QueueRuntime,
     lane: Lane,
-    entries: &[Entry<Completion>],
+    entries: &[Entry<Token>],
+    seconds: &[u32],
 ) -> Result<Vec<EntryResult>, CallError> {
     match lane {
         Lane::Delete => {
@@ -361,15 +516,10 @@ async fn send(
             queue.api.delete_message_batch(&queue.url, &handles).await
         }
         Lane::Visibility => {
-            // The seconds are worked out at each send, so a retried entry still ends within its
-            // message's 12-hour window.
-            let now = Instant::now();
             let pairs: Vec<(&str, u32)> = entries
                 .iter()
-                .map(|e| {
-                    let seconds = e.visibility.map_or(0, |target| target.seconds_at(now).0);
-                    (&*e.receipt, seconds)
-                })
+                .zip(seconds_or_zero(seconds))
+                .map(|(e, seconds)| (&*e.receipt, seconds))
                 .collect();
             queue
                 .api
@@ -431,6 +581,14 @@ mod tests {
             Box::pin(async move { Ok(format!("http://sqs.test/000000000000/{name}")) })
         }
 
+        fn create_queue<'a>(
+            &'a self,
+            name: &'a str,
+            _attributes: &'a [(&'a str, String)],
+        ) -> BoxFuture<'a, Result<String, CallError>> {
+            self.queue_url(name)
+        }
+
         fn queue_attributes<'a>(
             &'a self,
             _url: &'a str,
@@ -484,6 +642,9 @@ mod tests {
                     max_wait: Duration::from_millis(5),
                     max_in_flight: 4,
                 },
+                heartbeat: None,
+                redrive: None,
+                create_if_missing: false,
             },
             Arc::new(StatsCells::default()),
         )

@@ -257,6 +257,14 @@ impl SqsApi for Recording {
         self.inner.queue_url(queue_name)
     }
 
+    fn create_queue<'a>(
+        &'a self,
+        queue_name: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        self.inner.create_queue(queue_name, attributes)
+    }
+
     fn queue_attributes<'a>(
         &'a self,
         queue_url: &'a str,

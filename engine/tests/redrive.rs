@@ -1,0 +1,267 @@
+//! The retry cap and dead-letter queue become the queue's redrive policy, on LocalStack.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use sqs_engine::{Engine, Error, Message, Outcome};
+use support::*;
+
+/// How long an invoice that is not ready waits before it is looked at again.
+const RECHECK: Duration = Duration::from_secs(1);
+
+async fn dead_letter_bodies(client: &aws_sdk_sqs::Client, name: &str) -> Vec<String> {
+    let url = client
+        .get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .expect("the dead-letter queue exists")
+        .queue_url
+        .expect("a URL");
+    let mut bodies = Vec::new();
+    for _ in 0..3 {
+        bodies.extend(
+            receive_raw(client, &url, 1, 30)
+                .await
+                .into_iter()
+                .filter_map(|m| m.body),
+        );
+    }
+    bodies
+}
+
+/// The seed's invoice: a handler that always asks to come back later, under
+/// `max_attempts(3)` and `dead_letter("invoices-dead")`. It is received exactly three times,
+/// then SQS moves it to the dead-letter queue, where an ordinary consumer reads it.
+#[tokio::test]
+async fn an_invoice_that_is_never_ready_is_received_three_times_then_dead_lettered() {
+    let client = client().await;
+    let queue = unique("invoices");
+    let dead = format!("{queue}-dead");
+    let receives: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let engine = builder(&queue)
+        .await
+        .create_if_missing(true)
+        .max_attempts(3)
+        .dead_letter(&dead)
+        .build()
+        .expect("valid settings");
+    let stats = engine.stats();
+    let seen = Arc::clone(&receives);
+    let running = spawn_engine(engine, move |message: Message| {
+        seen.lock().expect("lock").push(message.receive_count());
+        async { Outcome::RetryAfter(RECHECK) }
+    });
+    // The queue exists once the engine has opened it.
+    eventually(Duration::from_secs(10), "the queue opened", || {
+        stats.snapshot().set_queue_attributes.ok == 1
+    })
+    .await;
+    let url = client
+        .get_queue_url()
+        .queue_name(&queue)
+        .send()
+        .await
+        .expect("created")
+        .queue_url
+        .expect("a URL");
+    let policy = client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::RedrivePolicy))
+        .expect("a redrive policy was written");
+    assert!(policy.contains(&dead), "{policy}");
+    assert!(policy.contains('3'), "{policy}");
+
+    send(&client, &url, &["invoice-7".to_owned()]).await;
+    eventually(Duration::from_secs(20), "three receives", || {
+        receives.lock().expect("lock").len() >= 3
+    })
+    .await;
+    // Long enough for a fourth receive, which SQS answers by moving the message.
+    tokio::time::sleep(RECHECK * 4).await;
+    let stats = running.shutdown().await;
+
+    assert_eq!(*receives.lock().expect("lock"), [1, 2, 3]);
+    assert_eq!(stats.at_last_receive, 1);
+    assert_eq!(counts(&client, &url).await, (0, 0));
+    assert_eq!(dead_letter_bodies(&client, &dead).await, ["invoice-7"]);
+}
+
+/// A drop on the last allowed receive returns the message so that SQS moves it; a drop before
+/// the cap deletes it.
+#[tokio::test]
+async fn a_drop_at_the_cap_returns_the_message_for_the_dead_letter_queue() {
+    let client = client().await;
+    let queue = unique("drop-cap");
+    let dead = format!("{queue}-dead");
+    let engine = builder(&queue)
+        .await
+        .create_if_missing(true)
+        .max_attempts(2)
+        .dead_letter(&dead)
+        .build()
+        .expect("valid settings");
+    let stats = engine.stats();
+    let running = spawn_engine(engine, |message: Message| async move {
+        match (message.body(), message.receive_count()) {
+            // Dropped on its first receive, below the cap: deleted.
+            ("early", _) => Outcome::Drop,
+            // Retried once, then dropped on its second receive, the cap.
+            ("capped", 1) => Outcome::Retry,
+            _ => Outcome::Drop,
+        }
+    });
+    eventually(Duration::from_secs(10), "the queue opened", || {
+        stats.snapshot().set_queue_attributes.ok == 1
+    })
+    .await;
+    let url = client
+        .get_queue_url()
+        .queue_name(&queue)
+        .send()
+        .await
+        .expect("created")
+        .queue_url
+        .expect("a URL");
+    send(&client, &url, &["early".to_owned(), "capped".to_owned()]).await;
+    eventually(Duration::from_secs(20), "both dropped", || {
+        stats.snapshot().dropped.ok == 2
+    })
+    .await;
+    // The next receive moves the returned message.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stats = running.shutdown().await;
+
+    assert_eq!(
+        stats.redrive_returns, 1,
+        "only the drop at the cap was returned"
+    );
+    assert_eq!(stats.delete_entries, 1, "the early drop was deleted");
+    assert_eq!(counts(&client, &url).await, (0, 0));
+    assert_eq!(dead_letter_bodies(&client, &dead).await, ["capped"]);
+}
+
+async fn start_error(engine: Engine) -> Error {
+    engine
+        .run(|_m: Message| async { Outcome::Ack }, async {})
+        .await
+        .expect_err("the engine refuses to start")
+}
+
+#[tokio::test]
+async fn a_redrive_policy_by_halves_is_refused_naming_the_missing_half() {
+    let without_dead_letter = builder("orders")
+        .await
+        .max_attempts(3)
+        .build()
+        .expect_err("incomplete");
+    assert!(matches!(
+        without_dead_letter,
+        Error::IncompleteRedrive {
+            missing: "dead_letter",
+            ..
+        }
+    ));
+    assert!(without_dead_letter.to_string().contains("dead_letter"));
+
+    let without_cap = builder("orders")
+        .await
+        .dead_letter("orders-dead")
+        .build()
+        .expect_err("incomplete");
+    assert!(matches!(
+        without_cap,
+        Error::IncompleteRedrive {
+            missing: "max_attempts",
+            ..
+        }
+    ));
+    assert!(without_cap.to_string().contains("max_attempts"));
+}
+
+#[tokio::test]
+async fn a_cap_outside_1_to_1000_is_refused() {
+    for cap in [0, 1001] {
+        let error = builder("orders")
+            .await
+            .max_attempts(cap)
+            .dead_letter("orders-dead")
+            .build()
+            .expect_err("out of range");
+        let text = error.to_string();
+        assert!(matches!(error, Error::Config(_)), "{error:?}");
+        assert!(
+            text.contains("max_attempts") && text.contains("1..=1000"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_missing_dead_letter_queue_is_refused_at_startup() {
+    let client = client().await;
+    let queue = unique("no-dead");
+    create_queue(&client, &queue, 30).await;
+    let dead = format!("{queue}-missing");
+    let engine = builder(&queue)
+        .await
+        .max_attempts(3)
+        .dead_letter(&dead)
+        .build()
+        .expect("valid settings");
+    let error = start_error(engine).await;
+    assert!(
+        matches!(&error, Error::DeadLetterQueueNotFound { dead_letter, .. } if *dead_letter == dead),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(&dead), "{error}");
+}
+
+#[tokio::test]
+async fn a_fifo_queue_with_a_standard_dead_letter_queue_is_refused() {
+    let client = client().await;
+    let queue = format!("{}.fifo", unique("fifo"));
+    let dead = unique("standard-dead");
+    client
+        .create_queue()
+        .queue_name(&queue)
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("CreateQueue");
+    create_queue(&client, &dead, 30).await;
+    let engine = builder(&queue)
+        .await
+        .max_attempts(3)
+        .dead_letter(&dead)
+        .build()
+        .expect("valid settings");
+    let error = start_error(engine).await;
+    let text = error.to_string();
+    assert!(matches!(error, Error::Misconfigured { .. }), "{error:?}");
+    assert!(
+        text.contains(&queue) && text.contains(&dead) && text.contains("FIFO"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_queue_is_a_clear_error() {
+    let queue = unique("absent");
+    let engine = builder(&queue).await.build().expect("valid settings");
+    let error = start_error(engine).await;
+    assert!(
+        matches!(&error, Error::QueueNotFound { queue: q } if *q == queue),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(&queue));
+}
