@@ -44,6 +44,7 @@ impl Delivery {
         queue
             .metrics
             .delivered(message.receive_count(), at_last_receive);
+        queue.metrics.in_flight(1.0);
         let heartbeat = queue.heartbeat.as_ref().map(|heartbeat| {
             heartbeat.register(
                 Arc::clone(&receipt),
@@ -139,6 +140,7 @@ impl Ticket {
     pub fn settle(mut self, outcome: Outcome) -> Settlement {
         self.settled = true;
         self.slot.take();
+        self.queue.metrics.in_flight(-1.0);
         let visible_until = self.stop_heartbeat().unwrap_or(self.visible_until);
         let queue = &self.queue;
         let at_cap = queue
@@ -195,6 +197,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         self.stop_heartbeat();
         if !self.settled {
+            self.queue.metrics.in_flight(-1.0);
             self.queue.metrics.unsettled();
             debug!(
                 queue = %self.queue.name,

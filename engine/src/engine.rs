@@ -553,6 +553,7 @@ impl Engine {
         drop(tx);
 
         let workers = Arc::new(Semaphore::new(self.workers));
+        queue.metrics.workers(self.workers);
         let abort = CancellationToken::new();
         let mut returned = Vec::new();
         'receive: loop {
@@ -579,15 +580,19 @@ impl Engine {
                         };
                         let handler = Arc::clone(handler);
                         let abort = abort.clone();
+                        let queue = Arc::clone(&queue);
+                        queue.metrics.prefetched(-1.0);
                         let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
                         tasks.spawn(
                             async move {
                                 let _permit = permit;
                                 let (message, ticket) = delivery.into_parts();
+                                let timer = HandlerTimer::start(&queue);
                                 let outcome = tokio::select! {
                                     outcome = handler.handle(message) => outcome,
                                     () = abort.cancelled() => return,
                                 };
+                                drop(timer);
                                 // Queued now; the answer is recorded and logged by the flusher.
                                 drop(ticket.settle(outcome));
                             }
@@ -606,18 +611,21 @@ impl Engine {
                     };
                     let handler = Arc::clone(handler);
                     let abort = abort.clone();
-                    let queue_name = Arc::clone(&queue.name);
+                    let queue = Arc::clone(&queue);
+                    queue.metrics.prefetched(-(batch.len() as f64));
                     let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
                     tasks.spawn(
                         async move {
                             let _permit = permit;
                             let (messages, tickets): (Vec<_>, Vec<_>) =
                                 batch.into_iter().map(Delivery::into_parts).unzip();
+                            let timer = HandlerTimer::start(&queue);
                             let outcome = tokio::select! {
                                 outcome = handler.handle(messages) => outcome,
                                 () = abort.cancelled() => return,
                             };
-                            settle_batch(&queue_name, tickets, outcome);
+                            drop(timer);
+                            settle_batch(&queue.name, tickets, outcome);
                         }
                         .instrument(span),
                     );
@@ -635,6 +643,7 @@ impl Engine {
         if !returned.is_empty() {
             info!(queue = %queue.name, messages = returned.len(), "returning messages not started");
         }
+        queue.metrics.prefetched(-(returned.len() as f64));
         for delivery in returned {
             drop(delivery.settle(Outcome::Retry));
         }
@@ -654,6 +663,30 @@ impl Engine {
         settle_tasks.wait().await;
         info!(queue = %queue.name, "stopped");
         Ok(self.stats.snapshot())
+    }
+}
+
+/// Times a handler invocation and counts it as running until dropped.
+struct HandlerTimer<'a> {
+    queue: &'a QueueRuntime,
+    started: tokio::time::Instant,
+}
+
+impl<'a> HandlerTimer<'a> {
+    fn start(queue: &'a QueueRuntime) -> Self {
+        queue.metrics.handler_started();
+        Self {
+            queue,
+            started: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for HandlerTimer<'_> {
+    fn drop(&mut self) {
+        self.queue
+            .metrics
+            .handler_ended(self.started.elapsed().as_secs_f64());
     }
 }
 

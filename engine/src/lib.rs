@@ -58,6 +58,7 @@
 //! are listed in [`mod@metrics`].
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod api;
 mod aws;
@@ -70,6 +71,8 @@ mod heartbeat;
 mod message;
 pub mod metrics;
 mod outcome;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 mod queue;
 mod receiver;
 mod settle;

@@ -21,12 +21,21 @@
 //! | `sqs_engine_last_receive_deliveries_total` | counter | `queue` | deliveries at the last receive the redrive policy allows |
 //! | `sqs_engine_redrive_returns_total` | counter | `queue` | drops at the cap returned (visibility 0) for SQS to move to the dead-letter queue |
 //! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: the message may come back while its handler runs) |
+//! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages received and not yet settled (prefetched or being handled) |
+//! | `sqs_engine_messages_prefetched` | gauge | `queue` | messages received and waiting for a worker |
+//! | `sqs_engine_handlers_running` | gauge | `queue` | handler invocations running |
+//! | `sqs_engine_workers` | gauge | `queue` | handler invocations allowed at once: utilisation is running / workers |
+//! | `sqs_engine_handler_duration_seconds` | histogram | `queue` | time a handler invocation took |
+//! | `sqs_engine_oldest_message_age_seconds` | gauge | `queue` | age, from its `SentTimestamp`, of the oldest message of the latest receive |
 
 use std::sync::Arc;
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use metrics::{Counter, Histogram, Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
+};
 
 use crate::outcome::Outcome;
 use crate::settle::coalescer::{FlushReason, Lane};
@@ -92,61 +101,185 @@ const ABANDONED: &str = "sqs_engine_receives_abandoned_total";
 const RECEIVE_COUNT: &str = "sqs_engine_receive_count";
 const LAST_RECEIVE: &str = "sqs_engine_last_receive_deliveries_total";
 const REDRIVE: &str = "sqs_engine_redrive_returns_total";
+const IN_FLIGHT: &str = "sqs_engine_messages_in_flight";
+const PREFETCHED: &str = "sqs_engine_messages_prefetched";
+const HANDLERS_RUNNING: &str = "sqs_engine_handlers_running";
+const WORKERS: &str = "sqs_engine_workers";
+const HANDLER_DURATION: &str = "sqs_engine_handler_duration_seconds";
+const OLDEST_AGE: &str = "sqs_engine_oldest_message_age_seconds";
+
+/// What kind of metric it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Only goes up.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// A distribution of observations.
+    Histogram,
+}
+
+/// One metric the engine emits.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricInfo {
+    /// Its name, as exported.
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: MetricKind,
+    /// Its unit.
+    pub unit: Unit,
+    /// What it measures.
+    pub help: &'static str,
+}
+
+const fn info(name: &'static str, kind: MetricKind, unit: Unit, help: &'static str) -> MetricInfo {
+    MetricInfo {
+        name,
+        kind,
+        unit,
+        help,
+    }
+}
+
+/// Every metric the engine emits, each labelled with `queue` (and the labels in the table in
+/// the module docs).
+pub const METRICS: &[MetricInfo] = &[
+    info(
+        CALLS,
+        MetricKind::Counter,
+        Unit::Count,
+        "SQS calls made, by action and result.",
+    ),
+    info(
+        RECEIVED,
+        MetricKind::Counter,
+        Unit::Count,
+        "Messages received.",
+    ),
+    info(
+        SETTLEMENTS,
+        MetricKind::Counter,
+        Unit::Count,
+        "Settlements answered, by outcome and result.",
+    ),
+    info(
+        BATCH_ENTRIES,
+        MetricKind::Histogram,
+        Unit::Count,
+        "Entries per batch call.",
+    ),
+    info(
+        FLUSHES,
+        MetricKind::Counter,
+        Unit::Count,
+        "Batch calls sent, by flush reason.",
+    ),
+    info(
+        SETTLE_LATENCY,
+        MetricKind::Histogram,
+        Unit::Seconds,
+        "Time from a handler's outcome to SQS's answer for its entry.",
+    ),
+    info(
+        ENTRY_RETRIES,
+        MetricKind::Counter,
+        Unit::Count,
+        "Batch entries sent again after a transient failure.",
+    ),
+    info(
+        LATE,
+        MetricKind::Counter,
+        Unit::Count,
+        "Settlements applied after the message's visibility deadline.",
+    ),
+    info(
+        UNSETTLED,
+        MetricKind::Counter,
+        Unit::Count,
+        "Deliveries dropped without an outcome; they come back when their visibility lapses.",
+    ),
+    info(
+        EXTENSIONS,
+        MetricKind::Counter,
+        Unit::Count,
+        "Visibility extensions by the heartbeat, by result.",
+    ),
+    info(
+        ABANDONED,
+        MetricKind::Counter,
+        Unit::Count,
+        "Long polls still open at shutdown, given up without an answer.",
+    ),
+    info(
+        RECEIVE_COUNT,
+        MetricKind::Histogram,
+        Unit::Count,
+        "Receive count of each delivery.",
+    ),
+    info(
+        LAST_RECEIVE,
+        MetricKind::Counter,
+        Unit::Count,
+        "Deliveries at the last receive the redrive policy allows.",
+    ),
+    info(
+        REDRIVE,
+        MetricKind::Counter,
+        Unit::Count,
+        "Drops at the redrive cap, returned for SQS to move to the dead-letter queue.",
+    ),
+    info(
+        IN_FLIGHT,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Messages received and not yet settled: prefetched or being handled.",
+    ),
+    info(
+        PREFETCHED,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Messages received and waiting for a worker.",
+    ),
+    info(
+        HANDLERS_RUNNING,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Handler invocations running.",
+    ),
+    info(
+        WORKERS,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Handler invocations allowed at once.",
+    ),
+    info(
+        HANDLER_DURATION,
+        MetricKind::Histogram,
+        Unit::Seconds,
+        "Time a handler invocation took.",
+    ),
+    info(
+        OLDEST_AGE,
+        MetricKind::Gauge,
+        Unit::Seconds,
+        "Age, from its SentTimestamp, of the oldest message of the latest receive.",
+    ),
+];
 
 /// Describes every metric the engine emits to the installed recorder. The engine calls it when
 /// a queue opens; calling it again does nothing.
 pub fn describe() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        describe_counter!(CALLS, Unit::Count, "SQS calls made, by action and result.");
-        describe_counter!(RECEIVED, Unit::Count, "Messages received.");
-        describe_counter!(
-            SETTLEMENTS,
-            Unit::Count,
-            "Settlements answered, by outcome and result."
-        );
-        describe_histogram!(BATCH_ENTRIES, Unit::Count, "Entries per batch call.");
-        describe_counter!(FLUSHES, Unit::Count, "Batch calls sent, by flush reason.");
-        describe_histogram!(
-            SETTLE_LATENCY,
-            Unit::Seconds,
-            "Time from a handler's outcome to SQS's answer for its entry."
-        );
-        describe_counter!(
-            ENTRY_RETRIES,
-            Unit::Count,
-            "Batch entries sent again after a transient failure."
-        );
-        describe_counter!(
-            LATE,
-            Unit::Count,
-            "Settlements applied after the message's visibility deadline."
-        );
-        describe_counter!(
-            UNSETTLED,
-            Unit::Count,
-            "Deliveries dropped without an outcome; they come back when their visibility lapses."
-        );
-        describe_histogram!(
-            RECEIVE_COUNT,
-            Unit::Count,
-            "Receive count of each delivery."
-        );
-        describe_counter!(
-            LAST_RECEIVE,
-            Unit::Count,
-            "Deliveries at the last receive the redrive policy allows."
-        );
-        describe_counter!(
-            REDRIVE,
-            Unit::Count,
-            "Drops at the redrive cap, returned for SQS to move to the dead-letter queue."
-        );
-        describe_counter!(
-            EXTENSIONS,
-            Unit::Count,
-            "Visibility extensions by the heartbeat, by result."
-        );
+        for metric in METRICS {
+            match metric.kind {
+                MetricKind::Counter => describe_counter!(metric.name, metric.unit, metric.help),
+                MetricKind::Gauge => describe_gauge!(metric.name, metric.unit, metric.help),
+                MetricKind::Histogram => {
+                    describe_histogram!(metric.name, metric.unit, metric.help)
+                }
+            }
+        }
     });
 }
 
@@ -168,6 +301,12 @@ pub(crate) struct QueueMetrics {
     receive_count: Histogram,
     last_receive: Counter,
     redrive: Counter,
+    in_flight: Gauge,
+    prefetched: Gauge,
+    handlers_running: Gauge,
+    workers: Gauge,
+    handler_duration: Histogram,
+    oldest_age: Gauge,
     stats: Arc<StatsCells>,
 }
 
@@ -211,6 +350,12 @@ impl QueueMetrics {
             receive_count: histogram!(RECEIVE_COUNT, "queue" => queue.clone()),
             last_receive: counter!(LAST_RECEIVE, "queue" => queue.clone()),
             redrive: counter!(REDRIVE, "queue" => queue.clone()),
+            in_flight: gauge!(IN_FLIGHT, "queue" => queue.clone()),
+            prefetched: gauge!(PREFETCHED, "queue" => queue.clone()),
+            handlers_running: gauge!(HANDLERS_RUNNING, "queue" => queue.clone()),
+            workers: gauge!(WORKERS, "queue" => queue.clone()),
+            handler_duration: histogram!(HANDLER_DURATION, "queue" => queue.clone()),
+            oldest_age: gauge!(OLDEST_AGE, "queue" => queue.clone()),
             stats,
         }
     }
@@ -275,6 +420,35 @@ impl QueueMetrics {
     pub(crate) fn redrive(&self) {
         self.redrive.increment(1);
         self.stats.redrive.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A message is now held by the engine (`+1`) or no longer (`-1`).
+    pub(crate) fn in_flight(&self, delta: f64) {
+        self.in_flight.increment(delta);
+    }
+
+    /// Messages now wait for a worker (`+n`) or no longer (`-n`).
+    pub(crate) fn prefetched(&self, delta: f64) {
+        self.prefetched.increment(delta);
+    }
+
+    pub(crate) fn workers(&self, workers: usize) {
+        self.workers.set(workers as f64);
+    }
+
+    /// A handler invocation started.
+    pub(crate) fn handler_started(&self) {
+        self.handlers_running.increment(1.0);
+    }
+
+    /// A handler invocation ended (or was dropped) after `seconds`.
+    pub(crate) fn handler_ended(&self, seconds: f64) {
+        self.handlers_running.decrement(1.0);
+        self.handler_duration.record(seconds);
+    }
+
+    pub(crate) fn oldest_age(&self, seconds: f64) {
+        self.oldest_age.set(seconds);
     }
 
     pub(crate) fn unsettled(&self) {

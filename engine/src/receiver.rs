@@ -101,6 +101,10 @@ pub(crate) async fn run(
                     .collect();
                 // The room not used goes back now.
                 drop(permits);
+                queue.metrics.prefetched(deliveries.len() as f64);
+                if let Some(age) = oldest_age(&deliveries) {
+                    queue.metrics.oldest_age(age.as_secs_f64());
+                }
                 if out.send(deliveries).await.is_err() {
                     return;
                 }
@@ -146,4 +150,14 @@ fn return_at_once(
         );
         drop(delivery.settle(crate::outcome::Outcome::Retry));
     }
+}
+
+/// The age of the oldest message among `deliveries`, from their `SentTimestamp`.
+fn oldest_age(deliveries: &[Delivery]) -> Option<Duration> {
+    let now = std::time::SystemTime::now();
+    deliveries
+        .iter()
+        .filter_map(|d| d.message().sent_at())
+        .filter_map(|sent| now.duration_since(sent).ok())
+        .max()
 }
