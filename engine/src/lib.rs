@@ -63,6 +63,9 @@
 mod api;
 mod aws;
 mod backoff;
+#[cfg(feature = "bench")]
+#[doc(hidden)]
+pub mod bench;
 mod delivery;
 mod engine;
 mod error;
