@@ -116,7 +116,7 @@ impl MetricsBench {
     /// delete batch included.
     pub fn one_message(&self, index: u64) {
         let m = &self.0;
-        if index % 10 == 0 {
+        if index.is_multiple_of(10) {
             m.call(crate::metrics::Action::ReceiveMessage, true);
             m.received(10);
             m.prefetched(10.0);

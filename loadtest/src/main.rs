@@ -6,6 +6,9 @@
 //!   `SendMessageBatch`, several calls in flight.
 //! - `loadtest consume --queue NAME --messages N` consumes them with the engine, acking each,
 //!   and reports throughput and SQS calls per message from the engine's own counters.
+//! - `loadtest serve [--addr 127.0.0.1:0]` runs the embedded, in-memory SQS server of
+//!   [`server`] and prints its endpoint: a target fast enough that the engine, not SQS, is
+//!   measured. It is a benchmark target, not evidence of correctness.
 //!
 //! Each subcommand lives in its own module; where SQS is and how to reach it is in
 //! [`target`], and the report types and their output in [`report`]. Logs go to stderr,
@@ -14,6 +17,8 @@
 mod consume;
 mod fill;
 mod report;
+mod serve;
+mod server;
 mod target;
 
 use std::process::ExitCode;
@@ -37,6 +42,8 @@ enum Command {
     Fill(fill::FillArgs),
     /// Consume messages with the sqs-engine engine, acking each, and report what it cost.
     Consume(consume::ConsumeArgs),
+    /// Run the embedded in-memory SQS server (a benchmark target) and print its endpoint.
+    Serve(serve::ServeArgs),
 }
 
 /// Parses the command line, sets up logging and runs the subcommand. A failure is printed
@@ -53,6 +60,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Fill(args) => fill::run(args).await,
         Command::Consume(args) => consume::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
