@@ -302,13 +302,15 @@ impl EngineBuilder {
             (Some(_), None) => {
                 return Err(Error::IncompleteRedrive {
                     queue,
-                    missing: "dead_letter",
+                    declared: "max_attempts(..)",
+                    missing: "dead_letter(..)",
                 });
             }
             (None, Some(_)) => {
                 return Err(Error::IncompleteRedrive {
                     queue,
-                    missing: "max_attempts",
+                    declared: "dead_letter(..)",
+                    missing: "max_attempts(..)",
                 });
             }
             (Some(receives), Some(dead_letter)) => {

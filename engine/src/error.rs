@@ -28,15 +28,17 @@ pub enum Error {
         #[source]
         source: CallError,
     },
-    /// A redrive policy was declared by halves: `max_attempts` without `dead_letter`, or the
-    /// reverse.
+    /// A redrive policy was declared by halves: `max_attempts(..)` without `dead_letter(..)`, or
+    /// the reverse.
     #[error(
-        "queue `{queue}` declares a redrive policy without {missing}: max_attempts and dead_letter go together"
+        "queue `{queue}` declares {declared} without {missing}: its redrive policy needs max_attempts(..) and dead_letter(..) together"
     )]
     IncompleteRedrive {
         /// The queue as it was named.
         queue: String,
-        /// The missing half: `max_attempts` or `dead_letter`.
+        /// The half that was declared: `max_attempts(..)` or `dead_letter(..)`.
+        declared: &'static str,
+        /// The half that is missing: `dead_letter(..)` or `max_attempts(..)`.
         missing: &'static str,
     },
     /// The dead-letter queue does not exist, and the engine was not asked to create it.
