@@ -77,6 +77,10 @@ impl Delivery {
         self.ticket.settle(outcome)
     }
 
+    pub(crate) fn queue(&self) -> &Arc<QueueRuntime> {
+        &self.ticket.queue
+    }
+
     /// Splits the delivery into the message, for a handler to own, and the ticket that settles
     /// it.
     pub fn into_parts(self) -> (Message, Ticket) {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, error, info, warn};
@@ -13,16 +13,15 @@ use tracing::{Instrument, debug_span, error, info, warn};
 use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::backoff::Backoff;
+use crate::consumer::{Consumer, ConsumerConfig};
 use crate::delivery::Delivery;
 use crate::error::{ConfigError, Error};
 use crate::handler::{BatchHandler, Handler};
-use crate::heartbeat;
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
-use crate::receiver::{self, ReceiverConfig};
+use crate::receiver::ReceiverConfig;
 use crate::settle::coalescer::CoalescerConfig;
-use crate::settle::run_flusher;
 use crate::settle::visibility::MAX_VISIBILITY;
 
 /// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
@@ -492,11 +491,29 @@ impl Engine {
             .await
     }
 
-    async fn run_with<S: Handler, B: BatchHandler>(
-        self,
-        dispatch: Dispatch<S, B>,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<Stats, Error> {
+    /// Opens the queue and starts its receivers, settlement and heartbeat on the current
+    /// runtime, handing the deliveries to the caller instead of a handler: see [`Consumer`].
+    /// The consumer holds at most `workers + prefetch` unsettled messages.
+    ///
+    /// # Errors
+    ///
+    /// As for [`run`](Self::run).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub async fn consumer(self) -> Result<Consumer, Error> {
+        let runtime = tokio::runtime::Handle::current();
+        self.consumer_on(&runtime).await
+    }
+
+    /// As [`consumer`](Self::consumer), with the tasks spawned on `runtime`: they keep running
+    /// when the runtime that called this stops.
+    ///
+    /// # Errors
+    ///
+    /// As for [`run`](Self::run).
+    pub async fn consumer_on(self, runtime: &tokio::runtime::Handle) -> Result<Consumer, Error> {
         let (queue, _attributes) = QueueRuntime::open(
             Arc::clone(&self.api),
             OpenOptions {
@@ -513,18 +530,29 @@ impl Engine {
         .await?;
         let queue = Arc::new(queue);
         info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
+        queue.metrics.workers(self.workers);
+        Ok(Consumer::start(
+            queue,
+            Arc::clone(&self.stats),
+            ConsumerConfig {
+                receivers: self.receivers,
+                capacity: self.capacity,
+                receive: self.receive,
+            },
+            runtime,
+        ))
+    }
 
-        let settle_tasks = TaskTracker::new();
-        let drain = CancellationToken::new();
-        settle_tasks.spawn(
-            run_flusher(Arc::clone(&queue), drain.clone(), settle_tasks.clone())
-                .instrument(debug_span!("flusher", queue = %queue.name)),
-        );
-        let stop_heartbeat = CancellationToken::new();
-        settle_tasks.spawn(
-            heartbeat::run(Arc::clone(&queue), stop_heartbeat.clone())
-                .instrument(debug_span!("heartbeat", queue = %queue.name)),
-        );
+    async fn run_with<S: Handler, B: BatchHandler>(
+        self,
+        dispatch: Dispatch<S, B>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Stats, Error> {
+        let workers = self.workers;
+        let shutdown_timeout = self.shutdown_timeout;
+        let stats = Arc::clone(&self.stats);
+        let mut consumer = self.consumer().await?;
+        let control = consumer.handle();
 
         let stop = CancellationToken::new();
         let watcher = {
@@ -538,71 +566,57 @@ impl Engine {
         };
 
         let tasks = TaskTracker::new();
-        let slots = Arc::new(Semaphore::new(self.capacity));
-        let (tx, mut rx) = mpsc::channel::<Vec<Delivery>>(self.capacity);
-        for index in 0..self.receivers {
-            tasks.spawn(
-                receiver::run(
-                    Arc::clone(&queue),
-                    self.receive,
-                    Arc::clone(&slots),
-                    tx.clone(),
-                    stop.child_token(),
-                )
-                .instrument(debug_span!("receiver", queue = %queue.name, index)),
-            );
-        }
-        drop(tx);
-
-        let workers = Arc::new(Semaphore::new(self.workers));
-        queue.metrics.workers(self.workers);
+        let workers = Arc::new(Semaphore::new(workers));
         let abort = CancellationToken::new();
         let mut returned = Vec::new();
         'receive: loop {
-            let batch = tokio::select! {
-                biased;
-                () = stop.cancelled() => break 'receive,
-                batch = rx.recv() => match batch {
-                    Some(batch) => batch,
-                    None => break 'receive,
-                },
-            };
             match &dispatch {
                 Dispatch::Single(handler) => {
-                    let mut batch = batch.into_iter();
-                    while let Some(delivery) = batch.next() {
-                        let permit = tokio::select! {
-                            biased;
-                            () = stop.cancelled() => {
-                                returned.push(delivery);
-                                returned.extend(batch);
-                                break 'receive;
-                            }
-                            permit = Arc::clone(&workers).acquire_owned() => permit,
-                        };
-                        let handler = Arc::clone(handler);
-                        let abort = abort.clone();
-                        let queue = Arc::clone(&queue);
-                        queue.metrics.prefetched(-1.0);
-                        let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
-                        tasks.spawn(
-                            async move {
-                                let _permit = permit;
-                                let (message, ticket) = delivery.into_parts();
-                                let timer = HandlerTimer::start(&queue);
-                                let outcome = tokio::select! {
-                                    outcome = handler.handle(message) => outcome,
-                                    () = abort.cancelled() => return,
-                                };
-                                drop(timer);
-                                // Queued now; the answer is recorded and logged by the flusher.
-                                drop(ticket.settle(outcome));
-                            }
-                            .instrument(span),
-                        );
-                    }
+                    let delivery = tokio::select! {
+                        biased;
+                        () = stop.cancelled() => break 'receive,
+                        delivery = consumer.recv() => match delivery {
+                            Some(delivery) => delivery,
+                            None => break 'receive,
+                        },
+                    };
+                    let permit = tokio::select! {
+                        biased;
+                        () = stop.cancelled() => {
+                            returned.push(delivery);
+                            break 'receive;
+                        }
+                        permit = Arc::clone(&workers).acquire_owned() => permit,
+                    };
+                    let handler = Arc::clone(handler);
+                    let abort = abort.clone();
+                    let queue = Arc::clone(delivery.queue());
+                    let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
+                    tasks.spawn(
+                        async move {
+                            let _permit = permit;
+                            let (message, ticket) = delivery.into_parts();
+                            let timer = HandlerTimer::start(&queue);
+                            let outcome = tokio::select! {
+                                outcome = handler.handle(message) => outcome,
+                                () = abort.cancelled() => return,
+                            };
+                            drop(timer);
+                            // Queued now; the answer is recorded and logged by the flusher.
+                            drop(ticket.settle(outcome));
+                        }
+                        .instrument(span),
+                    );
                 }
                 Dispatch::Batch(handler) => {
+                    let batch = tokio::select! {
+                        biased;
+                        () = stop.cancelled() => break 'receive,
+                        batch = consumer.recv_batch(10) => match batch {
+                            Some(batch) => batch,
+                            None => break 'receive,
+                        },
+                    };
                     let permit = tokio::select! {
                         biased;
                         () = stop.cancelled() => {
@@ -611,10 +625,11 @@ impl Engine {
                         }
                         permit = Arc::clone(&workers).acquire_owned() => permit,
                     };
+                    let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
+                        continue;
+                    };
                     let handler = Arc::clone(handler);
                     let abort = abort.clone();
-                    let queue = Arc::clone(&queue);
-                    queue.metrics.prefetched(-(batch.len() as f64));
                     let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
                     tasks.spawn(
                         async move {
@@ -638,33 +653,24 @@ impl Engine {
         // Shutdown: no more receives; what was received but not started goes back at once.
         stop.cancel();
         let _ = watcher.await;
-        rx.close();
-        while let Some(batch) = rx.recv().await {
-            returned.extend(batch);
-        }
-        if !returned.is_empty() {
-            info!(queue = %queue.name, messages = returned.len(), "returning messages not started");
-        }
-        queue.metrics.prefetched(-(returned.len() as f64));
+        // Handed out but not started: they no longer count as prefetched, and go back too.
         for delivery in returned {
             drop(delivery.settle(Outcome::Retry));
         }
+        consumer.close().await;
         tasks.close();
-        if tokio::time::timeout(self.shutdown_timeout, tasks.wait())
+        if tokio::time::timeout(shutdown_timeout, tasks.wait())
             .await
             .is_err()
         {
-            warn!(queue = %queue.name, timeout = ?self.shutdown_timeout, "handlers still running at the shutdown timeout; dropping them unsettled");
+            warn!(queue = control.queue(), timeout = ?shutdown_timeout, "handlers still running at the shutdown timeout; dropping them unsettled");
             abort.cancel();
             tasks.wait().await;
         }
         // Every handler is done: no delivery is left to keep invisible.
-        stop_heartbeat.cancel();
-        drain.cancel();
-        settle_tasks.close();
-        settle_tasks.wait().await;
-        info!(queue = %queue.name, "stopped");
-        Ok(self.stats.snapshot())
+        control.shutdown().await;
+        drop(consumer);
+        Ok(stats.snapshot())
     }
 }
 

@@ -66,6 +66,7 @@ mod backoff;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
+mod consumer;
 mod delivery;
 mod engine;
 mod error;
@@ -86,6 +87,7 @@ pub use api::{
 };
 pub use aws::AwsSqs;
 pub use backoff::Backoff;
+pub use consumer::{Consumer, ConsumerHandle};
 pub use delivery::{Delivery, Ticket};
 pub use engine::{Engine, EngineBuilder, StatsHandle};
 pub use error::{ConfigError, Error, SettleError};

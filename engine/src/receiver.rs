@@ -105,7 +105,9 @@ pub(crate) async fn run(
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());
                 }
-                if out.send(deliveries).await.is_err() {
+                if let Err(unsent) = out.send(deliveries).await {
+                    // Nobody takes them any more: back to the queue at once.
+                    crate::consumer::return_all(&queue, unsent.0);
                     return;
                 }
             }

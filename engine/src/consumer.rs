@@ -1,0 +1,254 @@
+//! The pull side of the engine: receivers, settlement and heartbeat for one queue, with the
+//! deliveries handed to whoever asks for them.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::runtime::Handle as RuntimeHandle;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug_span, info};
+
+use crate::delivery::Delivery;
+use crate::heartbeat;
+use crate::metrics::{Stats, StatsCells};
+use crate::outcome::Outcome;
+use crate::queue::QueueRuntime;
+use crate::receiver::{self, ReceiverConfig};
+use crate::settle::run_flusher;
+
+/// Deliveries from one queue, to settle one by one.
+///
+/// The receivers, the settlement flusher and the heartbeat run as tasks on the runtime the
+/// consumer was opened on; this value hands out what they receive. Use it where something else
+/// schedules the work (a framework's dispatch loop); [`Engine::run`](crate::Engine::run) is the
+/// same machinery with a worker pool on top.
+///
+/// Dropping the consumer stops its receivers and returns the messages received but not yet
+/// handed out (visibility 0). Deliveries already handed out can still be settled until
+/// [`ConsumerHandle::shutdown`] completes.
+pub struct Consumer {
+    rx: mpsc::Receiver<Vec<Delivery>>,
+    buffered: VecDeque<Delivery>,
+    handle: ConsumerHandle,
+}
+
+/// Controls a [`Consumer`]'s tasks from anywhere: stop receiving, then shut down.
+#[derive(Clone)]
+pub struct ConsumerHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    queue: Arc<QueueRuntime>,
+    stats: Arc<StatsCells>,
+    stop_receiving: CancellationToken,
+    receivers: TaskTracker,
+    stop_heartbeat: CancellationToken,
+    drain: CancellationToken,
+    settle_tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("queue", &&*self.handle.inner.queue.name)
+            .field("buffered", &self.buffered.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ConsumerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerHandle")
+            .field("queue", &&*self.inner.queue.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many receivers, and how much room for messages held.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConsumerConfig {
+    pub(crate) receivers: usize,
+    /// Messages held at once: handed out and unsettled, or waiting to be handed out.
+    pub(crate) capacity: usize,
+    pub(crate) receive: ReceiverConfig,
+}
+
+impl Consumer {
+    /// Starts the tasks of an opened queue on `runtime`.
+    pub(crate) fn start(
+        queue: Arc<QueueRuntime>,
+        stats: Arc<StatsCells>,
+        config: ConsumerConfig,
+        runtime: &RuntimeHandle,
+    ) -> Self {
+        let settle_tasks = TaskTracker::new();
+        let drain = CancellationToken::new();
+        settle_tasks.spawn_on(
+            run_flusher(Arc::clone(&queue), drain.clone(), settle_tasks.clone())
+                .instrument(debug_span!("flusher", queue = %queue.name)),
+            runtime,
+        );
+        let stop_heartbeat = CancellationToken::new();
+        settle_tasks.spawn_on(
+            heartbeat::run(Arc::clone(&queue), stop_heartbeat.clone())
+                .instrument(debug_span!("heartbeat", queue = %queue.name)),
+            runtime,
+        );
+
+        let stop_receiving = CancellationToken::new();
+        let receivers = TaskTracker::new();
+        let slots = Arc::new(Semaphore::new(config.capacity));
+        let (tx, rx) = mpsc::channel::<Vec<Delivery>>(config.capacity.max(1));
+        for index in 0..config.receivers {
+            receivers.spawn_on(
+                receiver::run(
+                    Arc::clone(&queue),
+                    config.receive,
+                    Arc::clone(&slots),
+                    tx.clone(),
+                    stop_receiving.child_token(),
+                )
+                .instrument(debug_span!("receiver", queue = %queue.name, index)),
+                runtime,
+            );
+        }
+        receivers.close();
+        Self {
+            rx,
+            buffered: VecDeque::new(),
+            handle: ConsumerHandle {
+                inner: Arc::new(Inner {
+                    queue,
+                    stats,
+                    stop_receiving,
+                    receivers,
+                    stop_heartbeat,
+                    drain,
+                    settle_tasks,
+                }),
+            },
+        }
+    }
+
+    /// A handle to stop and shut down the consumer's tasks.
+    pub fn handle(&self) -> ConsumerHandle {
+        self.handle.clone()
+    }
+
+    /// The next delivery, or `None` once the consumer stopped receiving and has nothing left.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a delivery is either returned or stays for the next call.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        if self.buffered.is_empty() {
+            let batch = self.rx.recv().await?;
+            self.buffered.extend(batch);
+        }
+        let delivery = self.buffered.pop_front()?;
+        self.handle.inner.queue.metrics.prefetched(-1.0);
+        Some(delivery)
+    }
+
+    /// The deliveries of the next receive call, at most `max` (at least one), or `None` once
+    /// the consumer stopped receiving and has nothing left. A receive larger than `max` is
+    /// handed out over several calls, in order.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: deliveries are either returned or stay for the next call.
+    pub async fn recv_batch(&mut self, max: usize) -> Option<Vec<Delivery>> {
+        let max = max.max(1);
+        if self.buffered.is_empty() {
+            let batch = self.rx.recv().await?;
+            self.buffered.extend(batch);
+        }
+        let take = max.min(self.buffered.len());
+        let batch: Vec<Delivery> = self.buffered.drain(..take).collect();
+        self.handle
+            .inner
+            .queue
+            .metrics
+            .prefetched(-(batch.len() as f64));
+        Some(batch)
+    }
+
+    /// Stops receiving, and returns every message received but not handed out (visibility 0),
+    /// waiting for the receivers to finish (a poll under way gets a second to answer).
+    pub async fn close(&mut self) {
+        self.handle.stop_receiving();
+        self.rx.close();
+        let mut returned: Vec<Delivery> = self.buffered.drain(..).collect();
+        while let Some(batch) = self.rx.recv().await {
+            returned.extend(batch);
+        }
+        return_all(&self.handle.inner.queue, returned);
+        self.handle.inner.receivers.wait().await;
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.handle.stop_receiving();
+        self.rx.close();
+        let mut returned: Vec<Delivery> = self.buffered.drain(..).collect();
+        while let Ok(batch) = self.rx.try_recv() {
+            returned.extend(batch);
+        }
+        return_all(&self.handle.inner.queue, returned);
+    }
+}
+
+/// Returns messages received but not handed out to the queue at once.
+pub(crate) fn return_all(queue: &QueueRuntime, deliveries: Vec<Delivery>) {
+    if deliveries.is_empty() {
+        return;
+    }
+    info!(queue = %queue.name, messages = deliveries.len(), "returning messages not started");
+    queue.metrics.prefetched(-(deliveries.len() as f64));
+    for delivery in deliveries {
+        drop(delivery.settle(Outcome::Retry));
+    }
+}
+
+impl ConsumerHandle {
+    /// Stops the receivers. Polls under way get a second to answer; what they bring goes back
+    /// at once.
+    pub fn stop_receiving(&self) {
+        self.inner.stop_receiving.cancel();
+    }
+
+    /// What the consumer has done so far.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.snapshot()
+    }
+
+    /// The queue's name.
+    pub fn queue(&self) -> &str {
+        &self.inner.queue.name
+    }
+
+    /// Stops receiving, waits for the receivers, stops the heartbeat, sends every pending
+    /// settlement and waits for SQS's answers. Settlements made after this completes fail with
+    /// [`SettleError::Stopped`](crate::SettleError::Stopped).
+    ///
+    /// Call it once every delivery handed out is settled or dropped: the heartbeat stops here,
+    /// so a delivery still held keeps only the visibility it has.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the shutdown half done; calling it again finishes it.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.stop_receiving.cancel();
+        inner.receivers.wait().await;
+        inner.stop_heartbeat.cancel();
+        inner.drain.cancel();
+        inner.settle_tasks.close();
+        inner.settle_tasks.wait().await;
+        info!(queue = %inner.queue.name, "stopped");
+    }
+}

@@ -1,0 +1,103 @@
+//! The pull API: a consumer hands out deliveries and each settlement answers on its own, on
+//! LocalStack.
+
+mod support;
+
+use std::time::Duration;
+
+use sqs_engine::{Outcome, SettleError};
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_settlement_answers_once_sqs_applied_it() {
+    let client = client().await;
+    let name = unique("consumer");
+    let url = create_queue(&client, &name, 30).await;
+    let bodies: Vec<String> = (0..3).map(|i| format!("m{i}")).collect();
+    send(&client, &url, &bodies).await;
+
+    let mut consumer = builder(&name)
+        .await
+        .receivers(1)
+        .build()
+        .expect("valid settings")
+        .consumer()
+        .await
+        .expect("opens");
+    let control = consumer.handle();
+    let mut deliveries = Vec::new();
+    while deliveries.len() < 3 {
+        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
+            .await
+            .expect("a delivery within 10 s")
+            .expect("still receiving");
+        deliveries.push(delivery);
+    }
+    let settlements: Vec<_> = deliveries
+        .into_iter()
+        .zip([Outcome::Ack, Outcome::Drop, Outcome::Retry])
+        .map(|(delivery, outcome)| delivery.settle(outcome))
+        .collect();
+    for settlement in settlements {
+        settlement.await.expect("applied");
+    }
+    // Only the retried message is left, visible again at once.
+    let (visible, in_flight) = counts(&client, &url).await;
+    assert_eq!(visible + in_flight, 1);
+    let stats = control.stats();
+    assert_eq!(
+        (stats.acked.ok, stats.dropped.ok, stats.retried.ok),
+        (1, 1, 1)
+    );
+
+    let last = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
+        .await
+        .expect("the retried message within 10 s")
+        .expect("still receiving");
+    assert_eq!(last.message().receive_count(), 2);
+    drop(consumer);
+    control.shutdown().await;
+    let late = last.settle(Outcome::Ack).await;
+    assert!(
+        matches!(late, Err(SettleError::Stopped { .. })),
+        "after shutdown a settlement fails: {late:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_consumer_returns_what_it_had_not_handed_out() {
+    let client = client().await;
+    let name = unique("consumer-drop");
+    let url = create_queue(&client, &name, 60).await;
+    let bodies: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    send(&client, &url, &bodies).await;
+
+    let mut consumer = builder(&name)
+        .await
+        .receivers(1)
+        .build()
+        .expect("valid settings")
+        .consumer()
+        .await
+        .expect("opens");
+    let control = consumer.handle();
+    let first = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
+        .await
+        .expect("a delivery within 10 s")
+        .expect("still receiving");
+    eventually(
+        Duration::from_secs(10),
+        "the whole receive buffered",
+        || control.stats().messages_received == 10,
+    )
+    .await;
+    drop(consumer);
+    first.settle(Outcome::Ack).await.expect("applied");
+    control.shutdown().await;
+    let stats = control.stats();
+    assert_eq!(
+        stats.retried.ok, 9,
+        "the nine not handed out went back: {stats:?}"
+    );
+    assert_eq!(counts(&client, &url).await, (9, 0), "visible again at once");
+}
