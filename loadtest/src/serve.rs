@@ -1,0 +1,75 @@
+//! `loadtest serve`: runs the embedded SQS server ([`crate::server`]) until interrupted,
+//! for manual runs and for `fill` and `consume` in other processes.
+//!
+//! The endpoint URL is printed alone on a line of stdout as soon as the server listens, so
+//! a script can read it; everything else goes to stderr. The server is a benchmark target,
+//! not evidence of correctness: correctness is proven against LocalStack.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result};
+
+use crate::server::EmbeddedSqs;
+
+/// Options of `loadtest serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    addr: SocketAddr,
+}
+
+/// Runs `loadtest serve`: starts the server, prints its endpoint, and on Ctrl-C or SIGTERM
+/// shuts it down and prints the calls it answered, by action, to stderr.
+///
+/// # Errors
+///
+/// When the address cannot be bound, or stdout cannot be written.
+pub(crate) async fn run(args: ServeArgs) -> Result<()> {
+    let server = EmbeddedSqs::start(args.addr)?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", server.endpoint()).context("printing the endpoint")?;
+    stdout.flush().context("printing the endpoint")?;
+    drop(stdout);
+    eprintln!(
+        "embedded SQS server listening at {} (in memory; a benchmark target, not evidence \
+         of correctness); Ctrl-C or SIGTERM stops it",
+        server.endpoint()
+    );
+    stopped().await;
+    let calls = server.call_counts();
+    server.shutdown().await?;
+    let total: u64 = calls.iter().map(|(_, count)| count).sum();
+    eprintln!("embedded SQS server stopped after {total} calls");
+    for (action, count) in calls {
+        eprintln!("  {action:<30} {count:>12}");
+    }
+    Ok(())
+}
+
+/// Completes on Ctrl-C or (on Unix) SIGTERM; a signal that cannot be listened for is left
+/// out.
+async fn stopped() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,139 @@
+//! HTTP: the accept loop, and the one request handler that turns `POST /` with an
+//! `X-Amz-Target` header into an action of [`Sqs`] and its answer into a response.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::time::sleep;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::actions::{Action, Sqs};
+use super::protocol::{CONTENT_TYPE as AMZ_JSON, ErrorKind, SqsError, TARGET_PREFIX};
+
+/// The largest request body read, in bytes: a full `SendMessageBatch` with room to spare.
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long a shutdown waits for open connections to finish their requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The pause after a failed accept (out of file descriptors, say) before the next.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// Accepts connections on `listener` and serves them, HTTP/1.1 with keep-alive, until
+/// `stop` is cancelled; then stops accepting and waits (a while) for open connections to
+/// finish the requests in progress. Long polls answer at once when `stop` is cancelled.
+pub(crate) async fn serve(listener: TcpListener, sqs: Arc<Sqs>, stop: CancellationToken) {
+    let graceful = GracefulShutdown::new();
+    let mut builder = http1::Builder::new();
+    builder.keep_alive(true);
+    loop {
+        let stream = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) => {
+                    warn!(%error, "accepting a connection failed");
+                    sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            },
+        };
+        // Answers are small and written at once: Nagle's delay would only add latency.
+        if let Err(error) = stream.set_nodelay(true) {
+            debug!(%error, "setting TCP_NODELAY failed");
+        }
+        let sqs = Arc::clone(&sqs);
+        let service = service_fn(move |request| handle(Arc::clone(&sqs), request));
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = sleep(SHUTDOWN_GRACE) => {
+            warn!("connections still open {} s after shutdown began; leaving them", SHUTDOWN_GRACE.as_secs());
+        }
+    }
+}
+
+/// Answers one request.
+async fn handle(
+    sqs: Arc<Sqs>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (status, body, query_error) = match answer(&sqs, request).await {
+        Ok(body) => (StatusCode::OK, body, None),
+        Err(error) => {
+            debug!(%error, "answering with an error");
+            let header = error.query_error_header();
+            (StatusCode::BAD_REQUEST, error.body(), Some(header))
+        }
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(AMZ_JSON));
+    headers.insert("x-amzn-requestid", HeaderValue::from(sqs.next_request_id()));
+    if let Some(value) = query_error.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        headers.insert("x-amzn-query-error", value);
+    }
+    Ok(response)
+}
+
+/// The JSON answer to `request`, or the error to answer with.
+async fn answer(sqs: &Sqs, request: Request<Incoming>) -> Result<Vec<u8>, SqsError> {
+    let unknown = || {
+        SqsError::new(
+            ErrorKind::UnknownOperation,
+            "the embedded SQS server answers `POST /` with an `X-Amz-Target: AmazonSQS.<Action>` \
+             header (the AWS JSON 1.0 protocol) only",
+        )
+    };
+    if request.method() != Method::POST {
+        return Err(unknown());
+    }
+    let target = request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|value| value.to_str().ok())
+        .ok_or_else(unknown)?;
+    let name = target.strip_prefix(TARGET_PREFIX).ok_or_else(unknown)?;
+    let action = Action::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Action::ALL.iter().map(|a| a.name()).collect();
+        SqsError::new(
+            ErrorKind::UnsupportedOperation,
+            format!(
+                "the embedded SQS server does not implement {name}; it implements {}",
+                known.join(", ")
+            ),
+        )
+    })?;
+    let body = Limited::new(request.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|error| {
+            SqsError::new(
+                ErrorKind::Serialization,
+                format!(
+                    "reading the request body failed (at most {MAX_BODY_BYTES} bytes): {error}"
+                ),
+            )
+        })?
+        .to_bytes();
+    sqs.call(action, &body).await
+}
