@@ -66,10 +66,25 @@ async fn drop_deletes_the_message() {
     settles_and_is_gone(Outcome::Drop).await;
 }
 
-#[tokio::test]
-async fn retry_hands_the_message_out_again_at_once_with_its_receive_count_one_higher() {
+/// What came of a message settled with `first` on its first delivery and acked on the next.
+struct Redelivered {
+    seen: Vec<Seen>,
+    stats: sqs_engine::Stats,
+    left: (u64, u64),
+}
+
+impl Redelivered {
+    /// How long after the first delivery the second came.
+    fn back_after(&self) -> Duration {
+        self.seen[1].at - self.seen[0].at
+    }
+}
+
+/// Sends one message, settles its first delivery with `first` and acks the next one, on a
+/// queue whose visibility timeout (30 s) is far longer than any delay used here.
+async fn redelivered_after(prefix: &str, first: Outcome) -> Redelivered {
     let client = client().await;
-    let name = unique("retry");
+    let name = unique(prefix);
     let url = create_queue(&client, &name, 30).await;
     send(&client, &url, &["again".to_owned()]).await;
 
@@ -80,44 +95,7 @@ async fn retry_hands_the_message_out_again_at_once_with_its_receive_count_one_hi
         record(&handler_seen, &message);
         async move {
             if message.receive_count() == 1 {
-                Outcome::Retry
-            } else {
-                Outcome::Ack
-            }
-        }
-    });
-    // Far less than the 30 s visibility timeout: the retry made it visible at once.
-    eventually(Duration::from_secs(10), "the second delivery", || {
-        seen_len(&seen) >= 2
-    })
-    .await;
-    let stats = running.shutdown().await;
-
-    let seen = seen.lock().expect("lock").clone();
-    assert_eq!(seen[0].receive_count, 1);
-    assert_eq!(seen[1].receive_count, 2);
-    assert_eq!(seen[1].body, "again");
-    assert_eq!(stats.retried.ok, 1);
-    assert_eq!(stats.acked.ok, 1);
-    assert_eq!(counts(&client, &url).await, (0, 0));
-}
-
-#[tokio::test]
-async fn retry_after_brings_the_message_back_after_the_delay_and_not_before() {
-    let client = client().await;
-    let name = unique("retry-after");
-    let url = create_queue(&client, &name, 30).await;
-    send(&client, &url, &["later".to_owned()]).await;
-
-    let delay = Duration::from_secs(3);
-    let seen: Seens = Arc::default();
-    let engine = builder(&name).await.build().expect("valid settings");
-    let handler_seen = Arc::clone(&seen);
-    let running = spawn_engine(engine, move |message: Message| {
-        record(&handler_seen, &message);
-        async move {
-            if message.receive_count() == 1 {
-                Outcome::RetryAfter(delay)
+                first
             } else {
                 Outcome::Ack
             }
@@ -128,9 +106,39 @@ async fn retry_after_brings_the_message_back_after_the_delay_and_not_before() {
     })
     .await;
     let stats = running.shutdown().await;
-
     let seen = seen.lock().expect("lock").clone();
-    let back_after = seen[1].at - seen[0].at;
+    assert_eq!(seen[0].receive_count, 1);
+    assert_eq!(
+        seen[1].receive_count, 2,
+        "the same message, its receive count one higher"
+    );
+    assert_eq!(seen[1].body, "again");
+    assert_eq!(stats.acked.ok, 1);
+    Redelivered {
+        seen,
+        stats,
+        left: counts(&client, &url).await,
+    }
+}
+
+#[tokio::test]
+async fn retry_hands_the_message_out_again_at_once_with_its_receive_count_one_higher() {
+    let run = redelivered_after("retry", Outcome::Retry).await;
+    // Far less than the 30 s visibility timeout: the retry made it visible at once.
+    assert!(
+        run.back_after() < Duration::from_secs(5),
+        "{:?}",
+        run.back_after()
+    );
+    assert_eq!(run.stats.retried.ok, 1);
+    assert_eq!(run.left, (0, 0));
+}
+
+#[tokio::test]
+async fn retry_after_brings_the_message_back_after_the_delay_and_not_before() {
+    let delay = Duration::from_secs(3);
+    let run = redelivered_after("retry-after", Outcome::RetryAfter(delay)).await;
+    let back_after = run.back_after();
     assert!(
         back_after >= delay,
         "came back after {back_after:?}, before the {delay:?} delay"
@@ -139,39 +147,15 @@ async fn retry_after_brings_the_message_back_after_the_delay_and_not_before() {
         back_after < Duration::from_secs(15),
         "came back after {back_after:?}: the delay, not the 30 s visibility timeout, decides"
     );
-    assert_eq!(seen[1].receive_count, 2);
-    assert_eq!(stats.retried_after.ok, 1);
-    assert_eq!(counts(&client, &url).await, (0, 0));
+    assert_eq!(run.stats.retried_after.ok, 1);
+    assert_eq!(run.left, (0, 0));
 }
 
 #[tokio::test]
 async fn a_fractional_retry_after_rounds_up_so_the_message_never_comes_back_early() {
-    let client = client().await;
-    let name = unique("retry-after-frac");
-    let url = create_queue(&client, &name, 30).await;
-    send(&client, &url, &["later".to_owned()]).await;
-
     let delay = Duration::from_millis(1_200);
-    let seen: Seens = Arc::default();
-    let engine = builder(&name).await.build().expect("valid settings");
-    let handler_seen = Arc::clone(&seen);
-    let running = spawn_engine(engine, move |message: Message| {
-        record(&handler_seen, &message);
-        async move {
-            if message.receive_count() == 1 {
-                Outcome::RetryAfter(delay)
-            } else {
-                Outcome::Ack
-            }
-        }
-    });
-    eventually(Duration::from_secs(15), "the second delivery", || {
-        seen_len(&seen) >= 2
-    })
-    .await;
-    running.shutdown().await;
-    let seen = seen.lock().expect("lock").clone();
-    let back_after = seen[1].at - seen[0].at;
+    let run = redelivered_after("retry-after-frac", Outcome::RetryAfter(delay)).await;
+    let back_after = run.back_after();
     assert!(
         back_after >= delay,
         "came back after {back_after:?}, before the {delay:?} delay"
