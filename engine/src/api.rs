@@ -65,6 +65,27 @@ pub trait SqsApi: Send + Sync + 'static {
         queue_url: &'a str,
         entries: &'a [(&'a str, u32)],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>>;
+
+    /// Sends up to ten messages (`SendMessageBatch`) to one queue.
+    fn send_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>>;
+}
+
+/// One message of a `SendMessageBatch` call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendEntry {
+    /// The body: text SQS accepts (no C0 controls but tab, LF and CR; no U+FFFE or U+FFFF).
+    pub body: String,
+    /// The message attributes, by name: at most ten, none with an empty value.
+    pub attributes: Vec<(String, MessageAttribute)>,
+    /// The message group of a FIFO queue; `None` on a standard queue.
+    pub group_id: Option<String>,
+    /// The deduplication id on a FIFO queue; `None` on a standard queue, or on a FIFO queue
+    /// with content-based deduplication.
+    pub deduplication_id: Option<String>,
 }
 
 /// The arguments of one `ReceiveMessage` call.

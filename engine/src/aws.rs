@@ -5,14 +5,16 @@ use std::collections::HashMap;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
-    MessageSystemAttributeName, QueueAttributeName,
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+    SendMessageBatchRequestEntry,
 };
 
 use crate::api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
-    ReceiveRequest, ReceivedMessage, SqsApi, is_throttling_code,
+    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi, is_throttling_code,
 };
 use crate::message::{AttributeValue, MessageAttribute};
 
@@ -184,6 +186,42 @@ impl SqsApi for AwsSqs {
                 .build();
             match entry {
                 Ok(entry) => call = call.entries(entry),
+                Err(error) => return invalid_entry(error),
+            }
+        }
+        let count = entries.len();
+        Box::pin(async move {
+            let output = call.send().await.map_err(classify)?;
+            let successful = output.successful.iter().map(|entry| entry.id.as_str());
+            Ok(align(count, successful, output.failed))
+        })
+    }
+
+    fn send_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        let mut call = self.client.send_message_batch().queue_url(queue_url);
+        for (position, entry) in entries.iter().enumerate() {
+            let mut request = SendMessageBatchRequestEntry::builder()
+                .id(ENTRY_IDS[position])
+                .message_body(&entry.body)
+                .set_message_group_id(entry.group_id.clone())
+                .set_message_deduplication_id(entry.deduplication_id.clone());
+            for (name, attribute) in &entry.attributes {
+                let value = MessageAttributeValue::builder().data_type(&attribute.data_type);
+                let value = match &attribute.value {
+                    AttributeValue::String(text) => value.string_value(text),
+                    AttributeValue::Binary(bytes) => value.binary_value(Blob::new(bytes.clone())),
+                };
+                match value.build() {
+                    Ok(value) => request = request.message_attributes(name, value),
+                    Err(error) => return invalid_entry(error),
+                }
+            }
+            match request.build() {
+                Ok(request) => call = call.entries(request),
                 Err(error) => return invalid_entry(error),
             }
         }

@@ -180,13 +180,15 @@ impl Consumer {
     /// waiting for the receivers to finish (a poll under way gets a second to answer).
     pub async fn close(&mut self) {
         self.handle.stop_receiving();
-        self.rx.close();
+        // The receivers finish first, so that what goes back is not received again by a poll
+        // still under way.
+        self.handle.inner.receivers.wait().await;
         let mut returned: Vec<Delivery> = self.buffered.drain(..).collect();
-        while let Some(batch) = self.rx.recv().await {
+        while let Ok(batch) = self.rx.try_recv() {
             returned.extend(batch);
         }
+        self.rx.close();
         return_all(&self.handle.inner.queue, returned);
-        self.handle.inner.receivers.wait().await;
     }
 }
 

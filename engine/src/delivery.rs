@@ -113,7 +113,8 @@ pub struct Ticket {
     /// The delivery's key in the heartbeat's schedule.
     heartbeat: Option<u64>,
     queue: Arc<QueueRuntime>,
-    /// The delivery's place among the messages the engine may hold; freed on settle or drop.
+    /// The delivery's place among the messages the engine may hold; freed when its settlement
+    /// is answered, or when it is dropped unsettled.
     slot: Option<OwnedSemaphorePermit>,
     settled: bool,
 }
@@ -143,8 +144,7 @@ impl Ticket {
     /// it: it is sent all the same, and only its answer is lost.
     pub fn settle(mut self, outcome: Outcome) -> Settlement {
         self.settled = true;
-        self.slot.take();
-        self.queue.metrics.in_flight(-1.0);
+        let slot = self.slot.take();
         let visible_until = self.stop_heartbeat().unwrap_or(self.visible_until);
         let queue = &self.queue;
         let at_cap = queue
@@ -186,6 +186,7 @@ impl Ticket {
                 visibility,
                 message_id: Arc::clone(&self.message_id),
                 visible_until,
+                slot,
             },
         )
     }

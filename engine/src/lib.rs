@@ -79,11 +79,13 @@ mod outcome;
 pub mod prometheus;
 mod queue;
 mod receiver;
+#[cfg(feature = "ruststream")]
+pub mod ruststream;
 mod settle;
 
 pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
-    ReceiveRequest, ReceivedMessage, SqsApi,
+    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
 };
 pub use aws::AwsSqs;
 pub use backoff::Backoff;
@@ -99,3 +101,8 @@ pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use settle::Settlement;
 pub use settle::visibility::MAX_VISIBILITY;
+
+/// The RustStream prelude with the SQS broker: `use sqs_engine::prelude::*;`. See
+/// [`mod@ruststream`].
+#[cfg(feature = "ruststream")]
+pub use crate::ruststream::prelude;

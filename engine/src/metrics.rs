@@ -21,7 +21,7 @@
 //! | `sqs_engine_last_receive_deliveries_total` | counter | `queue` | deliveries at the last receive the redrive policy allows |
 //! | `sqs_engine_redrive_returns_total` | counter | `queue` | drops at the cap returned (visibility 0) for SQS to move to the dead-letter queue |
 //! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: the message may come back while its handler runs) |
-//! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages received and not yet settled (prefetched or being handled) |
+//! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages received and not yet settled (prefetched, being handled, or with a settlement awaiting SQS's answer) |
 //! | `sqs_engine_messages_prefetched` | gauge | `queue` | messages received and waiting for a worker |
 //! | `sqs_engine_handlers_running` | gauge | `queue` | handler invocations running |
 //! | `sqs_engine_workers` | gauge | `queue` | handler invocations allowed at once: utilisation is running / workers |
@@ -232,7 +232,7 @@ pub const METRICS: &[MetricInfo] = &[
         IN_FLIGHT,
         MetricKind::Gauge,
         Unit::Count,
-        "Messages received and not yet settled: prefetched or being handled.",
+        "Messages received and not yet settled: prefetched, being handled, or with a settlement awaiting SQS's answer.",
     ),
     info(
         PREFETCHED,
@@ -392,6 +392,7 @@ impl QueueMetrics {
 
     pub(crate) fn entries_retried(&self, lane: Lane, entries: usize) {
         self.entry_retries[lane.index()].increment(entries as u64);
+        self.stats.entries[lane.index()].fetch_add(entries as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn late(&self) {
@@ -425,6 +426,13 @@ impl QueueMetrics {
     /// A message is now held by the engine (`+1`) or no longer (`-1`).
     pub(crate) fn in_flight(&self, delta: f64) {
         self.in_flight.increment(delta);
+        if delta >= 0.0 {
+            self.stats.held.fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            self.stats
+                .held
+                .fetch_sub((-delta) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Messages now wait for a worker (`+n`) or no longer (`-n`).
@@ -470,6 +478,7 @@ pub(crate) struct StatsCells {
     last_receive: AtomicU64,
     redrive: AtomicU64,
     abandoned: AtomicU64,
+    held: AtomicU64,
 }
 
 impl StatsCells {
@@ -501,6 +510,7 @@ impl StatsCells {
             at_last_receive: load(&self.last_receive),
             redrive_returns: load(&self.redrive),
             abandoned_receives: load(&self.abandoned),
+            in_flight: load(&self.held),
         }
     }
 }
@@ -567,6 +577,9 @@ pub struct Stats {
     /// Long polls still open at shutdown, given up without an answer. They were requests all
     /// the same: [`total_calls`](Self::total_calls) counts them.
     pub abandoned_receives: u64,
+    /// Messages held now: received and not yet settled (prefetched, being handled, or with a
+    /// settlement waiting for SQS's answer). Never more than `workers + prefetch`.
+    pub in_flight: u64,
 }
 
 impl Stats {

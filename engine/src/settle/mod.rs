@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -58,6 +58,8 @@ pub(crate) struct Completion {
     message_id: Arc<str>,
     /// Until when the message is known to stay invisible; an answer after it is late.
     visible_until: Instant,
+    /// Freed with the answer (see [`Request::slot`]).
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 struct State {
@@ -98,6 +100,9 @@ pub(crate) struct Request {
     pub(crate) visibility: Option<VisibilityTarget>,
     pub(crate) message_id: Arc<str>,
     pub(crate) visible_until: Instant,
+    /// The delivery's place among the messages the engine may hold: kept until SQS answers,
+    /// so settlements waiting for a slow SQS hold back the receivers.
+    pub(crate) slot: Option<OwnedSemaphorePermit>,
 }
 
 /// Queues a settlement. It is sent whatever becomes of the returned [`Settlement`].
@@ -113,6 +118,7 @@ pub(crate) fn enqueue(queue: &QueueRuntime, request: Request) -> Settlement {
         outcome: request.outcome,
         message_id: request.message_id,
         visible_until: request.visible_until,
+        _slot: request.slot,
     };
     let entry = Entry {
         receipt: request.receipt,
@@ -226,6 +232,8 @@ fn answer(
     let now = Instant::now();
     let latency = now.saturating_duration_since(enqueued_at).as_secs_f64();
     let ok = result.is_ok();
+    // The message is no longer held once its settlement is answered.
+    queue.metrics.in_flight(-1.0);
     queue
         .metrics
         .settled(&completion.outcome, ok, lane, latency);
@@ -628,6 +636,15 @@ mod tests {
             let answer = self.answer(entries.iter().map(|(h, s)| format!("{h}={s}")).collect());
             Box::pin(async move { answer })
         }
+
+        fn send_message_batch<'a>(
+            &'a self,
+            _url: &'a str,
+            entries: &'a [crate::api::SendEntry],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+            let count = entries.len();
+            Box::pin(async move { Ok(vec![EntryResult::Ok; count]) })
+        }
     }
 
     async fn queue(api: Arc<Scripted>) -> Arc<QueueRuntime> {
@@ -669,6 +686,7 @@ mod tests {
             }),
             message_id: Arc::from(format!("id-{receipt}")),
             visible_until: Instant::now() + Duration::from_secs(30),
+            slot: None,
         }
     }
 

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod proxy;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,8 +29,13 @@ pub fn endpoint() -> String {
 }
 
 pub async fn sdk_config() -> SdkConfig {
+    sdk_config_at(&endpoint()).await
+}
+
+/// The SDK configuration of the tests, talking to `endpoint` (a [`proxy::Proxy`]'s URL, say).
+pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
         .load()
@@ -97,6 +104,60 @@ pub async fn send(client: &Client, url: &str, bodies: &[String]) {
             .expect("SendMessageBatch");
         assert!(output.failed.is_empty(), "send failed: {:?}", output.failed);
     }
+}
+
+/// Sends the bodies like [`send`], several batches at once; returns the message ids SQS
+/// assigned, in the order of `bodies`.
+pub async fn send_ids(client: &Client, url: &str, bodies: &[String]) -> Vec<String> {
+    let mut calls = tokio::task::JoinSet::new();
+    let chunks: Vec<(usize, Vec<String>)> = bodies
+        .chunks(10)
+        .map(<[String]>::to_vec)
+        .enumerate()
+        .collect();
+    let mut ids = vec![String::new(); bodies.len()];
+    for lane in chunks.chunks(chunks.len().div_ceil(8).max(1)) {
+        let (client, url, lane) = (client.clone(), url.to_owned(), lane.to_vec());
+        calls.spawn(async move {
+            let mut sent = Vec::new();
+            for (chunk_index, chunk) in lane {
+                let entries = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, body)| {
+                        SendMessageBatchRequestEntry::builder()
+                            .id(i.to_string())
+                            .message_body(body)
+                            .build()
+                            .expect("valid entry")
+                    })
+                    .collect();
+                let output = client
+                    .send_message_batch()
+                    .queue_url(&url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .expect("SendMessageBatch");
+                assert!(output.failed.is_empty(), "send failed: {:?}", output.failed);
+                for entry in output.successful {
+                    let i: usize = entry.id.parse().expect("an entry id of ours");
+                    sent.push((chunk_index * 10 + i, entry.message_id));
+                }
+            }
+            sent
+        });
+    }
+    while let Some(sent) = calls.join_next().await {
+        for (position, id) in sent.expect("a send task does not panic") {
+            ids[position] = id;
+        }
+    }
+    assert!(
+        ids.iter().all(|id| !id.is_empty()),
+        "every message was sent"
+    );
+    ids
 }
 
 /// Visible and in-flight message counts.
@@ -327,6 +388,19 @@ impl SqsApi for Recording {
                 .await;
             let handles = entries.iter().map(|(h, _)| (*h).to_owned()).collect();
             self.log("ChangeMessageVisibilityBatch", handles, &result);
+            result
+        })
+    }
+
+    fn send_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [sqs_engine::SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        Box::pin(async move {
+            let result = self.inner.send_message_batch(queue_url, entries).await;
+            let bodies = entries.iter().map(|entry| entry.body.clone()).collect();
+            self.log("SendMessageBatch", bodies, &result);
             result
         })
     }

@@ -1,0 +1,526 @@
+//! [`SqsBroker`] and its connected form.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ::ruststream::{
+    Broker, BrokerMoves, ConnectedBroker, DeclareRetryError, DefaultPublish, RetryDeclaration,
+    Subscribe,
+};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_sqs::config::Credentials;
+use aws_sdk_sqs::config::retry::RetryConfig;
+use tracing::info;
+
+use super::error::SqsError;
+use super::publish::{Publishing, SqsPublish, SqsPublisher};
+use super::queue::{SqsQueue, check_redrive, queue_name};
+use super::subscriber::SqsSubscriber;
+use crate::api::{
+    BoxFuture, CallError, EntryResult, QueueAttributes, ReceiveRequest, ReceivedMessage, SendEntry,
+    SqsApi,
+};
+use crate::aws::AwsSqs;
+use crate::consumer::ConsumerHandle;
+use crate::engine::Engine;
+
+/// The SQS broker for RustStream, on the engine: settlements and heartbeats go out in batch
+/// calls shared by the deliveries of a queue, and publishes in `SendMessageBatch` calls.
+///
+/// Making one does no I/O: the client is built, and the runtime kept, when the app connects
+/// it. Every background task (receivers, settlement flusher, heartbeat, publish drivers) runs
+/// on the runtime that connected it.
+///
+/// ```
+/// use sqs_engine::prelude::*;
+///
+/// let broker = SqsBroker::new()
+///     .endpoint("http://localhost:4566")
+///     .region("us-east-1")
+///     .test_credentials();
+/// # let _ = broker;
+/// ```
+///
+/// Without [`endpoint`](Self::endpoint), [`region`](Self::region) or an
+/// [`SdkConfig`](Self::from_config), `aws-config` resolves them from the environment
+/// (`AWS_REGION`, `AWS_ENDPOINT_URL`, profiles, instance roles).
+#[derive(Clone, Default)]
+#[must_use]
+pub struct SqsBroker {
+    endpoint: Option<String>,
+    region: Option<String>,
+    test_credentials: bool,
+    create_if_missing: bool,
+    sdk_config: Option<SdkConfig>,
+    api: Option<Arc<dyn SqsApi>>,
+}
+
+impl std::fmt::Debug for SqsBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsBroker")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("test_credentials", &self.test_credentials)
+            .field("create_if_missing", &self.create_if_missing)
+            .field("sdk_config", &self.sdk_config.is_some())
+            .field("api", &self.api.is_some())
+            .finish()
+    }
+}
+
+impl SqsBroker {
+    /// A broker configured from the environment when it connects.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A broker on an `aws-config` [`SdkConfig`] (credentials, region, endpoint). The
+    /// broker's own [`endpoint`](Self::endpoint), [`region`](Self::region) and
+    /// [`test_credentials`](Self::test_credentials) win over it.
+    pub fn from_config(config: SdkConfig) -> Self {
+        Self {
+            sdk_config: Some(config),
+            ..Self::default()
+        }
+    }
+
+    /// The SQS endpoint, such as `http://localhost:4566` for LocalStack.
+    pub fn endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// The AWS region.
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Fixed `test`/`test` credentials, for LocalStack and other emulators. Never for AWS.
+    pub fn test_credentials(mut self) -> Self {
+        self.test_credentials = true;
+        self
+    }
+
+    /// Subscriptions by bare name (`#[subscriber("orders")]`) create their queue, and its
+    /// dead-letter queue, when missing, as [`SqsQueue::create_if_missing`] does. Default off:
+    /// a missing queue stops the service at startup.
+    pub fn create_if_missing(mut self) -> Self {
+        self.create_if_missing = true;
+        self
+    }
+
+    /// Talks to SQS through any [`SqsApi`] instead of a client of its own: a wrapper that
+    /// observes the calls, or a stand-in. The endpoint, region and credentials are then unused.
+    pub fn api(mut self, api: impl SqsApi) -> Self {
+        self.api = Some(Arc::new(api));
+        self
+    }
+
+    async fn build_api(self) -> Arc<dyn SqsApi> {
+        if let Some(api) = self.api {
+            return api;
+        }
+        let config = match self.sdk_config {
+            Some(config) => config,
+            None => {
+                // What the broker was given is not looked for: no profile read or instance
+                // metadata call for a region or credentials that are set.
+                let mut loader = aws_config::defaults(BehaviorVersion::latest());
+                if let Some(endpoint) = &self.endpoint {
+                    loader = loader.endpoint_url(endpoint);
+                }
+                if let Some(region) = &self.region {
+                    loader = loader.region(Region::new(region.clone()));
+                }
+                if self.test_credentials {
+                    loader = loader.test_credentials();
+                }
+                loader.load().await
+            }
+        };
+        let mut builder =
+            aws_sdk_sqs::config::Builder::from(&config).retry_config(RetryConfig::disabled());
+        if let Some(endpoint) = self.endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        if let Some(region) = self.region {
+            builder = builder.region(Region::new(region));
+        }
+        if self.test_credentials {
+            builder =
+                builder.credentials_provider(Credentials::new("test", "test", None, None, "test"));
+        }
+        Arc::new(AwsSqs::new(aws_sdk_sqs::Client::from_conf(builder.build())))
+    }
+}
+
+impl From<SdkConfig> for SqsBroker {
+    fn from(config: SdkConfig) -> Self {
+        Self::from_config(config)
+    }
+}
+
+impl Broker for SqsBroker {
+    type Error = SqsError;
+    type Connected = ConnectedSqsBroker;
+
+    /// Builds the client and keeps the current runtime for the broker's tasks. Makes no call
+    /// on SQS: queues are resolved when subscribed to or published to.
+    async fn connect(self) -> Result<ConnectedSqsBroker, SqsError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| SqsError::Config(format!("connect outside a tokio runtime: {e}")))?;
+        let create_if_missing = self.create_if_missing;
+        let api = self.build_api().await;
+        Ok(ConnectedSqsBroker {
+            core: Arc::new(Core::new(api, runtime)),
+            create_if_missing,
+        })
+    }
+}
+
+/// What the connected broker, its publishers and its deliveries share.
+pub(crate) struct Core {
+    api: Arc<dyn SqsApi>,
+    runtime: tokio::runtime::Handle,
+    closed: AtomicBool,
+    /// The redrive policies declared on bare queue names, until they are subscribed.
+    redrives: Mutex<HashMap<String, (NonZeroU32, String)>>,
+    consumers: Mutex<Vec<ConsumerHandle>>,
+    publishing: Publishing,
+    dedup_prefix: String,
+    dedup_seq: AtomicU64,
+}
+
+impl Core {
+    fn new(api: Arc<dyn SqsApi>, runtime: tokio::runtime::Handle) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        Self {
+            publishing: Publishing::new(Arc::clone(&api), runtime.clone()),
+            api,
+            runtime,
+            closed: AtomicBool::new(false),
+            redrives: Mutex::new(HashMap::new()),
+            consumers: Mutex::new(Vec::new()),
+            dedup_prefix: format!("se-{:x}-{nanos:x}", std::process::id()),
+            dedup_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn publishing(&self) -> &Publishing {
+        &self.publishing
+    }
+
+    /// A deduplication id no other publish of this process uses.
+    pub(crate) fn next_deduplication_id(&self) -> String {
+        let seq = self.dedup_seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{seq:x}", self.dedup_prefix)
+    }
+}
+
+/// A connected [`SqsBroker`]: opens subscriptions and pairs publishers.
+///
+/// Clones share one connection: shutting one down shuts them all.
+#[derive(Clone)]
+pub struct ConnectedSqsBroker {
+    core: Arc<Core>,
+    create_if_missing: bool,
+}
+
+impl std::fmt::Debug for ConnectedSqsBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectedSqsBroker")
+            .field("closed", &self.core.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectedSqsBroker {
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// A publisher to any queue, by the name each message carries.
+    pub fn publisher(&self) -> SqsPublisher {
+        SqsPublisher::new(Arc::clone(&self.core))
+    }
+
+    /// Opens a subscription: resolves (or creates) the queue, writes its redrive policy, and
+    /// starts its receivers, settlement and heartbeat on the broker's runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`SqsError::IncompleteRedrive`] for half a redrive policy; [`SqsError::InvalidQueue`]
+    /// for a setting out of range; [`SqsError::Subscribe`] when the queue or its dead-letter
+    /// queue is missing or a call fails; [`SqsError::NotConnected`] after shutdown.
+    pub async fn subscribe_queue(&self, queue: SqsQueue) -> Result<SqsSubscriber, SqsError> {
+        if self.core.is_closed() {
+            return Err(SqsError::NotConnected);
+        }
+        queue.validate()?;
+        let name = queue.queue.clone();
+        let subscribe_error = |source| SqsError::Subscribe {
+            queue: name.clone(),
+            source,
+        };
+        let mut builder = Engine::builder()
+            .api(SharedApi(Arc::clone(&self.core.api)))
+            .queue(queue_name(&queue.queue).into_owned())
+            .receivers(queue.receivers)
+            .workers(queue.max_in_flight)
+            .wait_time(queue.wait)
+            .heartbeat(queue.heartbeat)
+            .create_if_missing(queue.create_if_missing);
+        if let Some(visibility) = queue.visibility_secs() {
+            builder = builder.visibility_timeout(visibility);
+        }
+        if let (Some(attempts), Some(dead_letter)) = (queue.max_attempts, &queue.dead_letter) {
+            builder = builder
+                .max_attempts(attempts.get())
+                .dead_letter(queue_name(dead_letter).into_owned());
+        }
+        let engine = builder.build().map_err(subscribe_error)?;
+        // Opened on the broker's runtime, so that the client's connections live there and not
+        // on a caller's runtime that may stop.
+        let runtime = self.core.runtime.clone();
+        let consumer = self
+            .core
+            .runtime
+            .spawn(async move { engine.consumer_on(&runtime).await })
+            .await
+            .map_err(|e| SqsError::Config(format!("the broker's runtime stopped: {e}")))?
+            .map_err(subscribe_error)?;
+        self.core
+            .consumers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(consumer.handle());
+        Ok(SqsSubscriber::new(
+            consumer,
+            Arc::clone(&self.core),
+            queue.batch_window,
+        ))
+    }
+}
+
+impl ConnectedBroker for ConnectedSqsBroker {
+    type Error = SqsError;
+    type Closed = ();
+
+    /// Refuses new publishes and settlements, sends every publish and settlement already
+    /// made and waits for SQS's answers, then stops every subscription's tasks.
+    async fn shutdown(self) -> Result<(), SqsError> {
+        self.core.closed.store(true, Ordering::Release);
+        self.core.publishing.drain().await;
+        let consumers: Vec<ConsumerHandle> = std::mem::take(
+            &mut *self
+                .core
+                .consumers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        futures::future::join_all(consumers.iter().map(ConsumerHandle::shutdown)).await;
+        info!("sqs broker shut down");
+        Ok(())
+    }
+}
+
+impl Subscribe for ConnectedSqsBroker {
+    type Subscriber = SqsSubscriber;
+    type Copies = BrokerMoves;
+
+    /// Subscribes to the queue of that name, with the redrive policy declared for it.
+    fn subscribe(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<SqsSubscriber, SqsError>> + Send {
+        let mut queue = SqsQueue::new(name);
+        if self.create_if_missing {
+            queue = queue.create_if_missing();
+        }
+        if let Some((attempts, dead_letter)) = self
+            .core
+            .redrives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+        {
+            queue = queue.redrive(attempts, dead_letter);
+        }
+        self.subscribe_queue(queue)
+    }
+
+    /// Checks that `max_attempts(..)` and `dead_letter(..)` come together, and keeps them for
+    /// the subscription to write as the queue's redrive policy.
+    fn declare_retry(
+        &self,
+        name: &str,
+        declaration: &RetryDeclaration,
+    ) -> Result<(), DeclareRetryError> {
+        check_redrive(name, declaration.max_attempts(), declaration.dead_letter())
+            .map_err(|e| DeclareRetryError::Broker(Box::new(e)))?;
+        let mut redrives = self
+            .core
+            .redrives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match (declaration.max_attempts(), declaration.dead_letter()) {
+            (Some(attempts), Some(dead_letter)) => {
+                redrives.insert(name.to_owned(), (attempts, dead_letter.to_owned()));
+            }
+            _ => {
+                redrives.remove(name);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DefaultPublish for ConnectedSqsBroker {
+    type Policy = SqsPublish;
+}
+
+/// The broker's shared [`SqsApi`], handed to each subscription's engine.
+struct SharedApi(Arc<dyn SqsApi>);
+
+impl SqsApi for SharedApi {
+    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        self.0.queue_url(queue_name)
+    }
+
+    fn create_queue<'a>(
+        &'a self,
+        queue_name: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        self.0.create_queue(queue_name, attributes)
+    }
+
+    fn queue_attributes<'a>(
+        &'a self,
+        queue_url: &'a str,
+    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+        self.0.queue_attributes(queue_url)
+    }
+
+    fn set_queue_attributes<'a>(
+        &'a self,
+        queue_url: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        self.0.set_queue_attributes(queue_url, attributes)
+    }
+
+    fn receive<'a>(
+        &'a self,
+        request: &'a ReceiveRequest<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        self.0.receive(request)
+    }
+
+    fn delete_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        receipt_handles: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        self.0.delete_message_batch(queue_url, receipt_handles)
+    }
+
+    fn change_message_visibility_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [(&'a str, u32)],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        self.0.change_message_visibility_batch(queue_url, entries)
+    }
+
+    fn send_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        self.0.send_message_batch(queue_url, entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ::ruststream::PublishPolicy;
+
+    use super::*;
+
+    async fn connected() -> ConnectedSqsBroker {
+        SqsBroker::new()
+            .endpoint("http://127.0.0.1:9")
+            .region("us-east-1")
+            .test_credentials()
+            .connect()
+            .await
+            .expect("connect makes no call")
+    }
+
+    fn stashed(connected: &ConnectedSqsBroker, name: &str) -> Option<(NonZeroU32, String)> {
+        connected
+            .core
+            .redrives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    #[tokio::test]
+    async fn a_bare_name_keeps_a_whole_redrive_policy_and_refuses_half_of_one() {
+        let connected = connected().await;
+        let three = NonZeroU32::new(3).expect("non-zero");
+        let whole = RetryDeclaration::new()
+            .with_max_attempts(three)
+            .with_dead_letter("invoices-dead");
+        connected
+            .declare_retry("invoices", &whole)
+            .expect("a whole policy");
+        assert_eq!(
+            stashed(&connected, "invoices"),
+            Some((three, "invoices-dead".to_owned()))
+        );
+
+        let half = RetryDeclaration::new().with_max_attempts(three);
+        let err = connected
+            .declare_retry("orders", &half)
+            .expect_err("half a policy");
+        assert!(err.to_string().contains("dead_letter(..)"), "{err}");
+        assert_eq!(stashed(&connected, "orders"), None);
+
+        connected
+            .declare_retry("invoices", &RetryDeclaration::new())
+            .expect("an empty declaration");
+        assert_eq!(
+            stashed(&connected, "invoices"),
+            None,
+            "an empty declaration clears it"
+        );
+    }
+
+    #[tokio::test]
+    async fn after_shutdown_nothing_subscribes_or_pairs() {
+        let connected = connected().await;
+        let other = connected.clone();
+        connected.shutdown().await.expect("shutdown");
+        let err = other
+            .subscribe_queue(SqsQueue::new("orders"))
+            .await
+            .expect_err("closed");
+        assert!(matches!(err, SqsError::NotConnected), "{err}");
+        assert!(SqsPublish::default().pair(&other).await.is_err());
+    }
+}

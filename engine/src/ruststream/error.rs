@@ -1,0 +1,74 @@
+//! The broker's error type.
+
+use std::error::Error as StdError;
+
+/// What went wrong in the RustStream broker.
+///
+/// Startup errors name the queue; publish errors name the destination. The engine's own
+/// [`Error`](crate::Error) and [`SettleError`](crate::SettleError) are carried as sources.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqsError {
+    /// The broker's configuration could not be turned into a client.
+    #[error("sqs broker configuration: {0}")]
+    Config(String),
+    /// The broker was shut down, or never connected: nothing more is sent through it.
+    #[error("the sqs broker is not connected")]
+    NotConnected,
+    /// A redrive policy was declared by halves: `max_attempts(..)` without `dead_letter(..)`,
+    /// or the reverse.
+    #[error(
+        "the registration on `{queue}` declares {declared} without {missing}: the queue's redrive policy needs max_attempts(..) and dead_letter(..) together"
+    )]
+    IncompleteRedrive {
+        /// The queue, as the registration named it.
+        queue: String,
+        /// The half that was declared: `max_attempts(..)` or `dead_letter(..)`.
+        declared: &'static str,
+        /// The half that is missing: `dead_letter(..)` or `max_attempts(..)`.
+        missing: &'static str,
+    },
+    /// A setting of an [`SqsQueue`](super::SqsQueue) is out of its range.
+    #[error("queue `{queue}`: {reason}")]
+    InvalidQueue {
+        /// The queue, as the registration named it.
+        queue: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Opening a subscription failed: the queue is missing, a call failed, or the engine
+    /// refused its settings.
+    #[error("subscribing to queue `{queue}` failed")]
+    Subscribe {
+        /// The queue, as the registration named it.
+        queue: String,
+        /// The engine's error.
+        #[source]
+        source: crate::Error,
+    },
+    /// A message cannot be sent as it is: SQS would refuse or alter it. Nothing was sent.
+    #[error("publishing to `{destination}` refused: {reason}")]
+    Refused {
+        /// The destination, as the publish named it.
+        destination: String,
+        /// What SQS would not take.
+        reason: String,
+    },
+    /// A group or deduplication id was asked for on a standard queue, which has neither.
+    #[error("`{destination}` is a standard queue: it takes no {setting}")]
+    NotFifo {
+        /// The destination, as the publish named it.
+        destination: String,
+        /// The setting a standard queue cannot honour: `group_id` or `deduplication_id`.
+        setting: &'static str,
+    },
+    /// SQS did not take the message, or could not be reached within the retry budget.
+    #[error("publishing to `{destination}` failed")]
+    Publish {
+        /// The destination, as the publish named it.
+        destination: String,
+        /// What SQS or the connection said.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+}

@@ -1,0 +1,245 @@
+//! [`SqsMessage`]: a delivery as the framework sees it, and the wire form of bodies and headers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::ruststream::{AckError, Bytes, HeaderMap, IncomingMessage};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use super::RECEIVE_COUNT_HEADER;
+use super::broker::Core;
+use super::error::SqsError;
+use crate::delivery::{Delivery, Ticket};
+use crate::message::AttributeValue;
+use crate::outcome::Outcome;
+
+/// The message attribute that marks a body sent as base64, because it was not text SQS
+/// accepts. Its value is `base64`. The name is the one `ruststream-sqs-sns` uses, so messages
+/// in flight during a migration decode on either side.
+pub(crate) const BODY_ENCODING_ATTRIBUTE: &str = "ruststream-payload-encoding";
+
+/// Whether SQS takes `text` as it is in a body or a `String` attribute: tab, LF, CR and the
+/// characters from U+0020 on, but not U+FFFE or U+FFFF.
+pub(crate) fn is_sqs_text(text: &str) -> bool {
+    text.chars().all(|c| {
+        matches!(c, '\t' | '\n' | '\r') || (c >= '\u{20}' && c != '\u{FFFE}' && c != '\u{FFFF}')
+    })
+}
+
+/// The body to send for `payload`, and whether it went base64.
+pub(crate) fn encode_body(payload: Vec<u8>) -> (String, bool) {
+    match String::from_utf8(payload) {
+        Ok(text) if is_sqs_text(&text) => (text, false),
+        Ok(text) => (BASE64.encode(text.as_bytes()), true),
+        Err(error) => (BASE64.encode(error.as_bytes()), true),
+    }
+}
+
+/// One received message, to settle with `ack`, `nack` or `nack_after`.
+///
+/// Its headers are the message attributes (a `String` or `Number` attribute as its text, a
+/// `Binary` one as its bytes), plus [`RECEIVE_COUNT_HEADER`]. Settling queues the call with
+/// the engine's coalescer, shared with the other deliveries of the queue; the future resolves
+/// when SQS has applied it.
+///
+/// Dropped unsettled, it makes no call: the heartbeat stops, and the message comes back when
+/// its visibility timeout lapses.
+pub struct SqsMessage {
+    ticket: Ticket,
+    payload: Vec<u8>,
+    headers: HeaderMap,
+    group: Option<String>,
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for SqsMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsMessage")
+            .field("ticket", &self.ticket)
+            .field("payload_len", &self.payload.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsMessage {
+    pub(crate) fn new(delivery: Delivery, core: Arc<Core>) -> Self {
+        let (message, ticket) = delivery.into_parts();
+        let mut headers = HeaderMap::with_capacity(message.message_attributes().len() + 1);
+        let mut base64 = false;
+        for (name, attribute) in message.message_attributes() {
+            if name == BODY_ENCODING_ATTRIBUTE {
+                base64 = attribute.as_str() == Some("base64");
+                continue;
+            }
+            let value = match &attribute.value {
+                AttributeValue::String(text) => Bytes::from(text.clone().into_bytes()),
+                AttributeValue::Binary(bytes) => Bytes::from(bytes.clone()),
+            };
+            headers.insert(name.clone(), value);
+        }
+        headers.insert(
+            RECEIVE_COUNT_HEADER,
+            Bytes::from(message.receive_count().to_string().into_bytes()),
+        );
+        let group = message.attribute("MessageGroupId").map(str::to_owned);
+        let body = message.into_body();
+        let payload = if base64 {
+            // A body that says it is base64 but is not is handed on as it came.
+            BASE64
+                .decode(body.as_bytes())
+                .unwrap_or_else(|_| body.into_bytes())
+        } else {
+            body.into_bytes()
+        };
+        Self {
+            ticket,
+            payload,
+            headers,
+            group,
+            core,
+        }
+    }
+
+    /// The message id SQS assigned at send.
+    pub fn message_id(&self) -> &str {
+        self.ticket.message_id()
+    }
+
+    /// Queues the settlement now, and returns the wait for SQS's answer.
+    fn settle(self, outcome: Outcome) -> impl Future<Output = Result<(), AckError>> + Send {
+        let settlement = (!self.core.is_closed()).then(|| self.ticket.settle(outcome));
+        async move {
+            match settlement {
+                Some(settlement) => settlement
+                    .await
+                    .map_err(|error| AckError::Broker(Box::new(error))),
+                None => Err(AckError::Broker(Box::new(SqsError::NotConnected))),
+            }
+        }
+    }
+}
+
+impl IncomingMessage for SqsMessage {
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The FIFO message group.
+    fn partition_key(&self) -> Option<&[u8]> {
+        self.group.as_deref().map(str::as_bytes)
+    }
+
+    /// `ApproximateReceiveCount`: the first delivery is 1, and every receive counts, a lapsed
+    /// visibility timeout included.
+    fn redelivery_count(&self) -> Option<u64> {
+        Some(u64::from(self.ticket.receive_count()))
+    }
+
+    /// Deletes the message (`DeleteMessageBatch`, shared with other settlements).
+    fn ack(self) -> impl Future<Output = Result<(), AckError>> + Send {
+        self.settle(Outcome::Ack)
+    }
+
+    /// `requeue`: visibility 0, the message comes back at once. Otherwise deletes it, except
+    /// on the last receive the declared redrive policy allows, where it is returned so that
+    /// SQS moves it to the dead-letter queue.
+    fn nack(self, requeue: bool) -> impl Future<Output = Result<(), AckError>> + Send {
+        self.settle(if requeue {
+            Outcome::Retry
+        } else {
+            Outcome::Drop
+        })
+    }
+
+    fn supports_nack_after(&self) -> bool {
+        true
+    }
+
+    /// Visibility `delay`, in whole seconds rounded up, shortened to end within 12 hours of
+    /// the receive: the same message comes back after it.
+    fn nack_after(self, delay: Duration) -> impl Future<Output = Result<(), AckError>> + Send {
+        self.settle(Outcome::RetryAfter(delay))
+    }
+}
+
+/// Checks a header for sending as a message attribute, and converts it.
+pub(crate) fn attribute_of(
+    destination: &str,
+    name: &str,
+    value: &[u8],
+) -> Result<(String, crate::MessageAttribute), SqsError> {
+    let refused = |reason: String| SqsError::Refused {
+        destination: destination.to_owned(),
+        reason,
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 256
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && !name.contains("..")
+        && !name.to_ascii_lowercase().starts_with("aws.")
+        && !name.to_ascii_lowercase().starts_with("amazon.");
+    if !name_ok {
+        return Err(refused(format!(
+            "header `{name}` is not a name SQS takes for a message attribute"
+        )));
+    }
+    if name == BODY_ENCODING_ATTRIBUTE {
+        return Err(refused(format!("header `{name}` is reserved")));
+    }
+    if value.is_empty() {
+        return Err(refused(format!(
+            "header `{name}` is empty, and SQS refuses an empty attribute value"
+        )));
+    }
+    let attribute = match std::str::from_utf8(value) {
+        Ok(text) if is_sqs_text(text) => crate::MessageAttribute {
+            data_type: "String".into(),
+            value: AttributeValue::String(text.to_owned()),
+        },
+        _ => crate::MessageAttribute {
+            data_type: "Binary".into(),
+            value: AttributeValue::Binary(value.to_vec()),
+        },
+    };
+    Ok((name.to_owned(), attribute))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_sqs_refuses_goes_base64() {
+        assert_eq!(
+            encode_body(b"{\"id\":1}\n".to_vec()),
+            ("{\"id\":1}\n".into(), false)
+        );
+        let (body, base64) = encode_body(vec![0xff, 0x00, 0x01]);
+        assert!(base64);
+        assert_eq!(BASE64.decode(body).expect("base64"), vec![0xff, 0x00, 0x01]);
+        assert!(encode_body("a\u{1}b".as_bytes().to_vec()).1);
+        assert!(encode_body("\u{FFFE}".as_bytes().to_vec()).1);
+        assert!(!encode_body("tab\tok ünïcode".as_bytes().to_vec()).1);
+    }
+
+    #[test]
+    fn headers_sqs_cannot_carry_are_refused() {
+        assert!(attribute_of("q", "traceparent", b"00-ab").is_ok());
+        assert!(attribute_of("q", "x-ruststream-retry-count", b"1").is_ok());
+        let empty = attribute_of("q", "empty", b"").expect_err("empty value");
+        assert!(empty.to_string().contains("empty"), "{empty}");
+        assert!(attribute_of("q", "has space", b"v").is_err());
+        assert!(attribute_of("q", "AWS.thing", b"v").is_err());
+        let (_, binary) = attribute_of("q", "bin", &[0xff, 0x00]).expect("binary");
+        assert_eq!(binary.data_type, "Binary");
+    }
+}

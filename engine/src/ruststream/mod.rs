@@ -1,0 +1,115 @@
+//! The broker for the [RustStream](https://docs.rs/ruststream) framework, on the engine.
+//!
+//! Services written against the framework run on SQS with `use sqs_engine::prelude::*;`:
+//!
+//! ```no_run
+//! use sqs_engine::prelude::*;
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct Order {
+//!     id: u64,
+//! }
+//!
+//! #[subscriber(SqsQueue::new("orders").create_if_missing())]
+//! async fn handle(order: &Order) -> HandlerOutcome {
+//!     tracing::info!(order.id, "order");
+//!     HandlerOutcome::ack()
+//! }
+//!
+//! fn app() -> impl App {
+//!     RustStream::new(AppInfo::new("orders", "0.1.0")).with_broker(
+//!         SqsBroker::new().endpoint("http://localhost:4566").region("us-east-1").test_credentials(),
+//!         |b| {
+//!             b.include(handle);
+//!         },
+//!     )
+//! }
+//! # fn main() { let _ = app(); }
+//! ```
+//!
+//! ## Settlement
+//!
+//! Every outcome is an entry of the engine's coalesced batch calls, and its future resolves
+//! when SQS has applied it:
+//!
+//! | outcome | call | in the engine |
+//! |---|---|---|
+//! | `ack()` | `DeleteMessageBatch` | [`Outcome::Ack`](crate::Outcome::Ack) |
+//! | `drop()` | `DeleteMessageBatch`; at the redrive cap, visibility 0 | [`Outcome::Drop`](crate::Outcome::Drop) |
+//! | `retry()` | `ChangeMessageVisibilityBatch(0)` | [`Outcome::Retry`](crate::Outcome::Retry) |
+//! | `retry_after(d)` | `ChangeMessageVisibilityBatch(d)`, whole seconds rounded up | [`Outcome::RetryAfter`](crate::Outcome::RetryAfter) |
+//!
+//! A retry never leaves the queue. `max_attempts(n)` and `dead_letter(q)` at the mount site are
+//! the queue's redrive policy, written when the subscription opens, and SQS moves a spent
+//! message itself: subscriptions have `Copies = BrokerMoves`, so `.out_retry(..)` does not
+//! compile on them:
+//!
+//! ```compile_fail,E0277
+//! use sqs_engine::prelude::*;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize, Serialize, Outgoing)]
+//! #[outgoing(name = "invoices")]
+//! struct Invoice {
+//!     id: u64,
+//! }
+//!
+//! #[subscriber(SqsQueue::new("invoices"))]
+//! async fn settle(invoice: &Invoice) -> HandlerOutcome {
+//!     HandlerOutcome::retry()
+//! }
+//!
+//! fn app() -> impl App {
+//!     RustStream::new(AppInfo::new("invoices", "0.1.0")).with_broker(SqsBroker::new(), |b| {
+//!         b.include(settle).out_retry(Publish::default()).build();
+//!     })
+//! }
+//! # fn main() {}
+//! ```
+//!
+//! ## Messages
+//!
+//! Headers travel as message attributes (at most ten, none empty: a publish that breaks either
+//! rule is refused with an error, never sent without a header). A body that is not text SQS
+//! takes travels base64, marked by an attribute the receiving side reads. Each delivery carries
+//! its `ApproximateReceiveCount` as [`RECEIVE_COUNT_HEADER`] and as its redelivery count.
+//!
+//! ## Queue names
+//!
+//! Characters SQS refuses in a queue name become `-` ([`queue_name`]), a `.fifo` suffix is
+//! kept, and a queue URL is used as it is.
+
+mod batcher;
+mod broker;
+mod error;
+mod message;
+mod publish;
+mod queue;
+mod subscriber;
+
+pub use broker::{ConnectedSqsBroker, SqsBroker};
+pub use error::SqsError;
+pub use message::SqsMessage;
+pub use publish::{SqsPublish, SqsPublishOptions, SqsPublishSteps, SqsPublisher};
+pub use queue::{SqsQueue, queue_name};
+pub use subscriber::SqsSubscriber;
+
+/// The header that carries a delivery's receive count, SQS's `ApproximateReceiveCount`: `1` on
+/// the first delivery. The same name as in `ruststream-sqs-sns`.
+pub const RECEIVE_COUNT_HEADER: &str = "sqs-receive-count";
+
+/// Everything a RustStream service on SQS uses: the framework's prelude, the broker, and
+/// [`SqsPublish`] under the name `Publish`.
+///
+/// The engine's own `Message`, `Outcome`, `Handler` and `Delivery` are left out: the
+/// framework has items of those names.
+pub mod prelude {
+    pub use ::ruststream::prelude::*;
+
+    pub use super::SqsPublish as Publish;
+    pub use super::{
+        ConnectedSqsBroker, RECEIVE_COUNT_HEADER, SqsBroker, SqsError, SqsMessage, SqsPublish,
+        SqsPublishOptions, SqsPublishSteps, SqsPublisher, SqsQueue,
+    };
+}

@@ -1,0 +1,824 @@
+//! Publishing: [`SqsPublish`] (the policy), [`SqsPublisher`] (the live publisher) and the
+//! per-destination drivers that coalesce publishes into `SendMessageBatch` calls.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ::ruststream::{OutgoingFor, PairError, PublishPolicy, Publisher, Take};
+use tokio::sync::{Notify, OnceCell, oneshot};
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug_span, warn};
+
+use super::batcher::{Batcher, BatcherConfig};
+use super::broker::{ConnectedSqsBroker, Core};
+use super::error::SqsError;
+use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
+use super::queue::{is_fifo, queue_name};
+use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
+use crate::backoff::Backoff;
+use crate::message::{AttributeValue, MessageAttribute};
+use crate::queue::is_url;
+
+/// The most message attributes SQS takes on a message.
+const MAX_ATTRIBUTES: usize = 10;
+/// The largest message SQS takes, body and attributes together.
+const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// The group of a FIFO publish that names none.
+const DEFAULT_GROUP: &str = "default";
+
+/// Per-publish settings for a FIFO queue. A standard queue has neither: asking for one there
+/// is [`SqsError::NotFifo`], never silently ignored.
+///
+/// ```
+/// use sqs_engine::prelude::*;
+///
+/// let options = SqsPublishOptions::default()
+///     .group_id("account-42")
+///     .deduplication_id("payment-7");
+/// assert_eq!(options.group_id.as_deref(), Some("account-42"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+#[must_use]
+pub struct SqsPublishOptions {
+    /// The message group: messages of one group are delivered in order, one at a time.
+    /// Default: the policy's group, else `default`.
+    pub group_id: Option<String>,
+    /// The deduplication id: SQS drops a second send with the same id for five minutes.
+    /// Default: a unique id per publish.
+    pub deduplication_id: Option<String>,
+}
+
+impl SqsPublishOptions {
+    /// Sets the message group.
+    pub fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.group_id = Some(group.into());
+        self
+    }
+
+    /// Sets the deduplication id.
+    pub fn deduplication_id(mut self, id: impl Into<String>) -> Self {
+        self.deduplication_id = Some(id.into());
+        self
+    }
+}
+
+/// Per-publish FIFO settings as steps of a publish builder: `entries.message(&entry)
+/// .group_id("account-7").publish()`. They fill the call's [`SqsPublishOptions`]; a standard
+/// queue refuses them with [`SqsError::NotFifo`].
+pub trait SqsPublishSteps: Sized {
+    /// The message group of this publish.
+    #[must_use]
+    fn group_id(self, group: impl Into<String>) -> Self;
+
+    /// The deduplication id of this publish: SQS drops a second send with it for five
+    /// minutes.
+    #[must_use]
+    fn deduplication_id(self, id: impl Into<String>) -> Self;
+}
+
+impl<Sink, Body, Enc, Hdrs, Dest> SqsPublishSteps
+    for ::ruststream::runtime::PublishBuilder<Sink, Body, Enc, Hdrs, Dest>
+where
+    Sink: ::ruststream::runtime::PublishSink<Options = SqsPublishOptions>,
+{
+    fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.options_mut()
+            .get_or_insert_with(SqsPublishOptions::default)
+            .group_id = Some(group.into());
+        self
+    }
+
+    fn deduplication_id(mut self, id: impl Into<String>) -> Self {
+        self.options_mut()
+            .get_or_insert_with(SqsPublishOptions::default)
+            .deduplication_id = Some(id.into());
+        self
+    }
+}
+
+/// The publish policy of an `Out` slot or a reply: publishes go to the SQS queue the message
+/// names, coalesced into `SendMessageBatch` calls. The prelude calls it `Publish`.
+///
+/// ```
+/// use sqs_engine::prelude::*;
+///
+/// let policy = Publish::default().group_id("ledger");
+/// # let _ = policy;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use]
+pub struct SqsPublish {
+    group_id: Option<String>,
+}
+
+impl SqsPublish {
+    /// The message group of publishes to FIFO queues that name none themselves.
+    pub fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.group_id = Some(group.into());
+        self
+    }
+}
+
+impl PublishPolicy<ConnectedSqsBroker> for SqsPublish {
+    type Live = SqsPublisher;
+
+    fn pair(
+        self,
+        connected: &ConnectedSqsBroker,
+    ) -> impl Future<Output = Result<SqsPublisher, PairError>> + Send {
+        let paired = if connected.core().is_closed() {
+            Err(PairError::new(SqsError::NotConnected))
+        } else {
+            Ok(SqsPublisher {
+                core: Arc::clone(connected.core()),
+                group_id: self.group_id,
+            })
+        };
+        std::future::ready(paired)
+    }
+}
+
+/// Publishes to SQS queues, by the name each message carries (or a queue URL).
+///
+/// Publishes to one destination are coalesced into `SendMessageBatch` calls: a batch goes out
+/// when ten are waiting, when the oldest has waited a few milliseconds, or at once when no call
+/// is in flight for the destination. Each publish resolves with its own entry's result.
+///
+/// A body that is not text SQS takes goes base64, marked with a message attribute that the
+/// receiving side decodes. Headers become message attributes; more than ten, or an empty
+/// value, refuse the publish with an error instead of losing a header.
+#[derive(Clone)]
+pub struct SqsPublisher {
+    core: Arc<Core>,
+    group_id: Option<String>,
+}
+
+impl std::fmt::Debug for SqsPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsPublisher")
+            .field("group_id", &self.group_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsPublisher {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self {
+            core,
+            group_id: None,
+        }
+    }
+
+    /// Builds the entry and queues it; the receiver answers once SQS has.
+    fn enqueue(
+        &self,
+        destination: &str,
+        payload: Vec<u8>,
+        headers: &::ruststream::HeaderMap,
+        options: Option<&SqsPublishOptions>,
+    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+        if self.core.is_closed() {
+            return Err(SqsError::NotConnected);
+        }
+        let refused = |reason: String| SqsError::Refused {
+            destination: destination.to_owned(),
+            reason,
+        };
+        if payload.is_empty() {
+            return Err(refused("SQS refuses an empty body".into()));
+        }
+        let mut attributes = Vec::with_capacity(headers.len() + 1);
+        for (name, value) in headers.iter() {
+            attributes.push(attribute_of(destination, name, value)?);
+        }
+        let (body, base64) = encode_body(payload);
+        if base64 {
+            attributes.push((
+                BODY_ENCODING_ATTRIBUTE.to_owned(),
+                MessageAttribute {
+                    data_type: "String".into(),
+                    value: AttributeValue::String("base64".into()),
+                },
+            ));
+        }
+        if attributes.len() > MAX_ATTRIBUTES {
+            return Err(refused(format!(
+                "{} headers{}: SQS carries at most {MAX_ATTRIBUTES} message attributes",
+                headers.len(),
+                if base64 {
+                    " and the base64 marker of a binary body"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let bytes = body.len()
+            + attributes
+                .iter()
+                .map(|(name, attribute)| {
+                    name.len()
+                        + attribute.data_type.len()
+                        + match &attribute.value {
+                            AttributeValue::String(text) => text.len(),
+                            AttributeValue::Binary(bytes) => bytes.len(),
+                        }
+                })
+                .sum::<usize>();
+        if bytes > MAX_MESSAGE_BYTES {
+            return Err(refused(format!(
+                "the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"
+            )));
+        }
+        let target = queue_name(destination).into_owned();
+        let (group_id, deduplication_id) = if is_fifo(&target) {
+            let group = options
+                .and_then(|o| o.group_id.clone())
+                .or_else(|| self.group_id.clone())
+                .unwrap_or_else(|| DEFAULT_GROUP.to_owned());
+            check_id(destination, "group_id", &group)?;
+            let dedup = match options.and_then(|o| o.deduplication_id.clone()) {
+                Some(dedup) => {
+                    check_id(destination, "deduplication_id", &dedup)?;
+                    dedup
+                }
+                None => self.core.next_deduplication_id(),
+            };
+            (Some(group), Some(dedup))
+        } else {
+            let not_fifo = |setting| SqsError::NotFifo {
+                destination: destination.to_owned(),
+                setting,
+            };
+            if options.is_some_and(|o| o.group_id.is_some()) || self.group_id.is_some() {
+                return Err(not_fifo("group_id"));
+            }
+            if options.is_some_and(|o| o.deduplication_id.is_some()) {
+                return Err(not_fifo("deduplication_id"));
+            }
+            (None, None)
+        };
+        let entry = SendEntry {
+            body,
+            attributes,
+            group_id,
+            deduplication_id,
+        };
+        self.core
+            .publishing()
+            .enqueue(&self.core, destination, target, entry, bytes)
+    }
+}
+
+/// A group or deduplication id: 1 to 128 characters, ASCII letters, digits and punctuation.
+fn check_id(destination: &str, setting: &'static str, id: &str) -> Result<(), SqsError> {
+    if !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(SqsError::Refused {
+            destination: destination.to_owned(),
+            reason: format!(
+                "{setting} `{id}` is not 1 to 128 ASCII letters, digits and punctuation"
+            ),
+        })
+    }
+}
+
+impl Publisher for SqsPublisher {
+    type Payload = Take;
+    type Error = SqsError;
+    type Options = SqsPublishOptions;
+
+    /// Queues the message for its destination's next `SendMessageBatch` and resolves when SQS
+    /// has answered for it.
+    ///
+    /// # Errors
+    ///
+    /// [`SqsError::Refused`] or [`SqsError::NotFifo`] for a message SQS would refuse or
+    /// alter, before anything is sent; [`SqsError::Publish`] when SQS refused the entry or
+    /// could not be reached within the retry budget; [`SqsError::NotConnected`] after the
+    /// broker shut down.
+    ///
+    /// # Cancel safety
+    ///
+    /// The message is queued when this is called, before the future is first polled; dropping
+    /// the future does not withdraw it, only its answer is lost.
+    fn publish(
+        &self,
+        msg: OutgoingFor<'_, Take>,
+        options: Option<&SqsPublishOptions>,
+    ) -> impl Future<Output = Result<(), SqsError>> + Send {
+        let (name, payload, headers) = msg.into_parts();
+        let queued = self.enqueue(name, Vec::from(payload), &headers, options);
+        async move {
+            match queued {
+                Ok(answer) => answer.await.unwrap_or(Err(SqsError::NotConnected)),
+                Err(error) => Err(error),
+            }
+        }
+    }
+}
+
+/// A publish waiting for its call.
+struct Pending {
+    entry: SendEntry,
+    /// The destination as the publish named it, for errors.
+    named: Arc<str>,
+    tx: oneshot::Sender<Result<(), SqsError>>,
+}
+
+/// One destination: its URL once resolved, and its waiting publishes.
+struct Destination {
+    target: String,
+    url: OnceCell<String>,
+    state: Mutex<Batcher<Pending>>,
+    wake: Notify,
+}
+
+impl Destination {
+    fn lock(&self) -> MutexGuard<'_, Batcher<Pending>> {
+        // Plain data under the lock, and no code under it panics.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The destinations of one connected broker, and their drivers.
+pub(crate) struct Publishing {
+    api: Arc<dyn SqsApi>,
+    runtime: tokio::runtime::Handle,
+    backoff: Backoff,
+    config: BatcherConfig,
+    destinations: Mutex<HashMap<String, Arc<Destination>>>,
+    tasks: TaskTracker,
+}
+
+impl Publishing {
+    pub(crate) fn new(api: Arc<dyn SqsApi>, runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            api,
+            runtime,
+            backoff: Backoff::default(),
+            config: BatcherConfig {
+                max_wait: Duration::from_millis(5),
+                max_bytes: 256 * 1024,
+                max_in_flight: 4,
+            },
+            destinations: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    fn enqueue(
+        &self,
+        core: &Core,
+        named: &str,
+        target: String,
+        entry: SendEntry,
+        bytes: usize,
+    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+        let destination = {
+            let mut destinations = self
+                .destinations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if core.is_closed() {
+                return Err(SqsError::NotConnected);
+            }
+            match destinations.get(&target) {
+                Some(destination) => Arc::clone(destination),
+                None => {
+                    let fifo = is_fifo(&target);
+                    let destination = Arc::new(Destination {
+                        target: target.clone(),
+                        url: OnceCell::new(),
+                        state: Mutex::new(Batcher::new(BatcherConfig {
+                            // One call at a time keeps a FIFO queue's order.
+                            max_in_flight: if fifo { 1 } else { self.config.max_in_flight },
+                            ..self.config
+                        })),
+                        wake: Notify::new(),
+                    });
+                    destinations.insert(target.clone(), Arc::clone(&destination));
+                    self.tasks.spawn_on(
+                        drive(
+                            Arc::clone(&self.api),
+                            self.backoff,
+                            Arc::clone(&destination),
+                            self.tasks.clone(),
+                        )
+                        .instrument(debug_span!("publisher", queue = %target)),
+                        &self.runtime,
+                    );
+                    destination
+                }
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        let pending = Pending {
+            entry,
+            named: Arc::from(named),
+            tx,
+        };
+        match destination.lock().push(pending, bytes, Instant::now()) {
+            Ok(true) => destination.wake.notify_one(),
+            Ok(false) => {}
+            Err(_) => return Err(SqsError::NotConnected),
+        }
+        Ok(rx)
+    }
+
+    /// Sends everything waiting, and waits for every answer. Publishes after this are refused.
+    pub(crate) async fn drain(&self) {
+        let destinations: Vec<Arc<Destination>> = self
+            .destinations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for destination in destinations {
+            destination.lock().drain();
+            destination.wake.notify_one();
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// Sends the batches of one destination until it is drained.
+async fn drive(
+    api: Arc<dyn SqsApi>,
+    backoff: Backoff,
+    destination: Arc<Destination>,
+    tasks: TaskTracker,
+) {
+    loop {
+        let now = Instant::now();
+        let mut batches = Vec::new();
+        let (deadline, done) = {
+            let mut state = destination.lock();
+            while let Some(batch) = state.poll_batch(now) {
+                batches.push(batch);
+            }
+            (state.next_deadline(), state.is_done())
+        };
+        for batch in batches {
+            tasks.spawn(send(
+                Arc::clone(&api),
+                backoff,
+                Arc::clone(&destination),
+                batch,
+            ));
+        }
+        if done {
+            return;
+        }
+        tokio::select! {
+            () = destination.wake.notified() => {}
+            () = sleep_until_or_forever(deadline) => {}
+        }
+    }
+}
+
+async fn sleep_until_or_forever(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Makes `call` again after transient failures, under the backoff's budget.
+async fn retrying<'a, T, F, Fut>(backoff: Backoff, mut call: F) -> Result<T, CallError>
+where
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = Result<T, CallError>> + 'a,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(error) if error.is_transient() && attempt < backoff.max_attempts() => {
+                tokio::time::sleep(backoff.jittered(attempt)).await;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Sends one batch, and again for its entries that failed transiently, then answers each.
+async fn send(
+    api: Arc<dyn SqsApi>,
+    backoff: Backoff,
+    destination: Arc<Destination>,
+    batch: Vec<Pending>,
+) {
+    let url = destination
+        .url
+        .get_or_try_init(|| async {
+            if is_url(&destination.target) {
+                Ok(destination.target.clone())
+            } else {
+                retrying(backoff, || api.queue_url(&destination.target)).await
+            }
+        })
+        .await
+        .cloned();
+    match url {
+        Ok(url) => send_to(&*api, backoff, &url, batch).await,
+        Err(error) => {
+            warn!(queue = %destination.target, error = %error, "publish: the queue cannot be resolved");
+            fail_all(batch, &error);
+        }
+    }
+    destination.lock().finish();
+    destination.wake.notify_one();
+}
+
+async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pending>) {
+    let (mut entries, mut waiting): (Vec<SendEntry>, Vec<_>) = batch
+        .into_iter()
+        .map(|pending| (pending.entry, (pending.named, pending.tx)))
+        .unzip();
+    let mut attempt = 1;
+    loop {
+        let budget_left = attempt < backoff.max_attempts();
+        let mut retry_entries = Vec::new();
+        let mut retry_waiting = Vec::new();
+        match api.send_message_batch(url, &entries).await {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                for (entry, (named, tx)) in entries.into_iter().zip(waiting) {
+                    match results.next() {
+                        Some(EntryResult::Ok) => {
+                            let _ = tx.send(Ok(()));
+                        }
+                        Some(EntryResult::Failed(failure))
+                            if failure.is_transient() && budget_left =>
+                        {
+                            retry_entries.push(entry);
+                            retry_waiting.push((named, tx));
+                        }
+                        failed => {
+                            let error = match failed {
+                                Some(EntryResult::Failed(failure)) => CallError {
+                                    kind: if failure.is_transient() {
+                                        CallErrorKind::Server
+                                    } else {
+                                        CallErrorKind::Invalid
+                                    },
+                                    message: failure.message.clone().unwrap_or_default(),
+                                    code: Some(failure.code),
+                                },
+                                _ => CallError::new(
+                                    CallErrorKind::Server,
+                                    "SQS listed the entry neither as successful nor as failed",
+                                ),
+                            };
+                            let _ = tx.send(Err(publish_error(&named, &error)));
+                        }
+                    }
+                }
+            }
+            Err(error) if error.is_transient() && budget_left => {
+                warn!(url, attempt, error = %error, "SendMessageBatch failed; retrying");
+                retry_entries = entries;
+                retry_waiting = waiting;
+            }
+            Err(error) => {
+                warn!(url, attempt, error = %error, "SendMessageBatch failed");
+                for (named, tx) in waiting {
+                    let _ = tx.send(Err(publish_error(&named, &error)));
+                }
+            }
+        }
+        if retry_entries.is_empty() {
+            return;
+        }
+        tokio::time::sleep(backoff.jittered(attempt)).await;
+        attempt += 1;
+        entries = retry_entries;
+        waiting = retry_waiting;
+    }
+}
+
+fn publish_error(named: &str, error: &CallError) -> SqsError {
+    SqsError::Publish {
+        destination: named.to_owned(),
+        source: Box::new(error.clone()),
+    }
+}
+
+fn fail_all(batch: Vec<Pending>, error: &CallError) {
+    for pending in batch {
+        let _ = pending.tx.send(Err(publish_error(&pending.named, error)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The publisher against a scripted stand-in for SQS: per-entry answers, coalescing, and
+    //! what shutdown does. What SQS itself does is proven against LocalStack in `tests/`.
+
+    use std::sync::Mutex;
+
+    use ::ruststream::{Broker, BytesMut, ConnectedBroker, HeaderMap, OutgoingMessage};
+
+    use super::*;
+    use crate::api::{BoxFuture, EntryFailure, QueueAttributes, ReceiveRequest, ReceivedMessage};
+    use crate::ruststream::SqsBroker;
+
+    /// Answers `SendMessageBatch` from the bodies: an entry whose body starts with `refuse` is
+    /// refused; records each call's bodies.
+    #[derive(Clone, Default)]
+    struct Script {
+        sends: Arc<Mutex<Vec<Vec<String>>>>,
+    }
+
+    impl SqsApi for Script {
+        fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+            Box::pin(async move { Ok(format!("http://sqs.test/000000000000/{name}")) })
+        }
+
+        fn create_queue<'a>(
+            &'a self,
+            name: &'a str,
+            _attributes: &'a [(&'a str, String)],
+        ) -> BoxFuture<'a, Result<String, CallError>> {
+            self.queue_url(name)
+        }
+
+        fn queue_attributes<'a>(
+            &'a self,
+            _url: &'a str,
+        ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+            Box::pin(async { Ok(QueueAttributes::default()) })
+        }
+
+        fn set_queue_attributes<'a>(
+            &'a self,
+            _url: &'a str,
+            _attributes: &'a [(&'a str, String)],
+        ) -> BoxFuture<'a, Result<(), CallError>> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn receive<'a>(
+            &'a self,
+            _request: &'a ReceiveRequest<'a>,
+        ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn delete_message_batch<'a>(
+            &'a self,
+            _url: &'a str,
+            handles: &'a [&'a str],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+            let count = handles.len();
+            Box::pin(async move { Ok(vec![EntryResult::Ok; count]) })
+        }
+
+        fn change_message_visibility_batch<'a>(
+            &'a self,
+            _url: &'a str,
+            entries: &'a [(&'a str, u32)],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+            let count = entries.len();
+            Box::pin(async move { Ok(vec![EntryResult::Ok; count]) })
+        }
+
+        fn send_message_batch<'a>(
+            &'a self,
+            _url: &'a str,
+            entries: &'a [SendEntry],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+            self.sends
+                .lock()
+                .expect("lock")
+                .push(entries.iter().map(|e| e.body.clone()).collect());
+            let answers = entries
+                .iter()
+                .map(|entry| {
+                    if entry.body.starts_with("refuse") {
+                        EntryResult::Failed(EntryFailure {
+                            code: "InvalidMessageContents".into(),
+                            sender_fault: true,
+                            message: None,
+                        })
+                    } else {
+                        EntryResult::Ok
+                    }
+                })
+                .collect();
+            Box::pin(async move {
+                // A call takes a while, so that publishes made meanwhile wait for company.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(answers)
+            })
+        }
+    }
+
+    fn message(name: &str, body: &str) -> OutgoingMessage<'static, BytesMut> {
+        let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        OutgoingMessage::produced(name, BytesMut::from(body.as_bytes()))
+            .with_headers(HeaderMap::new())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_publish_gets_its_own_entrys_answer_and_they_share_calls() {
+        let script = Script::default();
+        let connected = SqsBroker::new()
+            .api(script.clone())
+            .connect()
+            .await
+            .expect("connect");
+        let publisher = connected.publisher();
+        let bodies = ["one", "refuse two", "three", "four", "five"];
+        let answers = futures::future::join_all(
+            bodies
+                .iter()
+                .map(|body| publisher.publish(message("q", body), None)),
+        )
+        .await;
+        assert!(answers[0].is_ok());
+        assert!(
+            matches!(&answers[1], Err(SqsError::Publish { destination, .. }) if destination == "q"),
+            "{:?}",
+            answers[1]
+        );
+        assert!(answers[2..].iter().all(Result::is_ok), "{answers:?}");
+        // Queued together, before the driver ran: one call.
+        assert_eq!(
+            script.sends.lock().expect("lock").clone(),
+            [bodies.to_vec()],
+            "five publishes, one call"
+        );
+
+        // One call in flight: what comes meanwhile waits a few milliseconds for company.
+        let first = tokio::spawn({
+            let publisher = publisher.clone();
+            async move { publisher.publish(message("q", "a"), None).await }
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let rest = futures::future::join_all(
+            ["b", "c"].map(|body| publisher.publish(message("q", body), None)),
+        );
+        assert!(rest.await.iter().all(Result::is_ok));
+        assert!(first.await.expect("no panic").is_ok());
+        let sends = script.sends.lock().expect("lock").clone();
+        assert_eq!(sends[1..], [vec!["a"], vec!["b", "c"]]);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_sends_what_waits_and_refuses_what_comes_after() {
+        let script = Script::default();
+        let connected = SqsBroker::new()
+            .api(script.clone())
+            .connect()
+            .await
+            .expect("connect");
+        let publisher = connected.publisher();
+        // Queued when called: the futures are awaited only after shutdown.
+        let first = publisher.publish(message("q", "first"), None);
+        let second = publisher.publish(message("q", "second"), None);
+        connected.shutdown().await.expect("shutdown");
+        assert!(first.await.is_ok());
+        assert!(second.await.is_ok());
+        let late = publisher.publish(message("q", "late"), None).await;
+        assert!(matches!(late, Err(SqsError::NotConnected)), "{late:?}");
+        let sent: Vec<String> = script.sends.lock().expect("lock").concat();
+        assert_eq!(sent, ["first", "second"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fifo_publish_gets_a_group_and_a_deduplication_id() {
+        let script = Script::default();
+        let connected = SqsBroker::new()
+            .api(script.clone())
+            .connect()
+            .await
+            .expect("connect");
+        let publisher = connected.publisher();
+        let entry = publisher
+            .enqueue("orders.fifo", b"x".to_vec(), &HeaderMap::new(), None)
+            .map(|_| ());
+        assert!(entry.is_ok());
+        // The group defaults, the deduplication id is unique per publish.
+        let a = connected.core().next_deduplication_id();
+        let b = connected.core().next_deduplication_id();
+        assert_ne!(a, b);
+        let err = publisher
+            .enqueue(
+                "orders.fifo",
+                b"x".to_vec(),
+                &HeaderMap::new(),
+                Some(&SqsPublishOptions::default().group_id("has space")),
+            )
+            .expect_err("a group id SQS refuses");
+        assert!(matches!(err, SqsError::Refused { .. }), "{err}");
+        connected.shutdown().await.expect("shutdown");
+    }
+}

@@ -1,0 +1,311 @@
+//! [`SqsQueue`]: the subscription descriptor, and how names become SQS queue names.
+
+use std::borrow::Cow;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use ::ruststream::{BrokerMoves, FromName, RetryDeclaration, SubscriptionSource};
+
+use super::broker::ConnectedSqsBroker;
+use super::error::SqsError;
+use super::subscriber::SqsSubscriber;
+use crate::queue::is_url;
+
+/// The longest queue name SQS accepts.
+const MAX_QUEUE_NAME: usize = 80;
+
+/// The SQS queue name for a logical name: every character SQS refuses in a queue name (all but
+/// ASCII letters, digits, `-` and `_`) becomes `-`, and a `.fifo` suffix is kept. A queue URL
+/// is passed through unchanged.
+///
+/// ```
+/// use sqs_engine::ruststream::queue_name;
+///
+/// assert_eq!(queue_name("orders.eu"), "orders-eu");
+/// assert_eq!(queue_name("orders.eu.fifo"), "orders-eu.fifo");
+/// assert_eq!(queue_name("http://localhost:4566/000000000000/a.b"), "http://localhost:4566/000000000000/a.b");
+/// ```
+pub fn queue_name(name: &str) -> Cow<'_, str> {
+    if is_url(name) {
+        return Cow::Borrowed(name);
+    }
+    let (stem, suffix) = match name.strip_suffix(".fifo") {
+        Some(stem) => (stem, ".fifo"),
+        None => (name, ""),
+    };
+    let legal = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if stem.chars().all(legal) {
+        return Cow::Borrowed(name);
+    }
+    let mut mapped: String = stem
+        .chars()
+        .map(|c| if legal(c) { c } else { '-' })
+        .collect();
+    mapped.push_str(suffix);
+    Cow::Owned(mapped)
+}
+
+/// Whether a destination (name or URL) is a FIFO queue.
+pub(crate) fn is_fifo(destination: &str) -> bool {
+    destination.trim_end_matches('/').ends_with(".fifo")
+}
+
+/// A subscription to one SQS queue: the descriptor that sits in `#[subscriber(..)]` or in
+/// `.map_source(..)`.
+///
+/// ```
+/// use std::time::Duration;
+/// use sqs_engine::prelude::*;
+///
+/// let orders = SqsQueue::new("orders")
+///     .create_if_missing()
+///     .wait(Duration::from_secs(10))
+///     .visibility(Duration::from_secs(60));
+/// assert_eq!(orders.queue(), "orders");
+/// ```
+///
+/// A name ending in `.fifo` is a FIFO queue. A retry never leaves the queue (SQS moves a spent
+/// message to the dead-letter queue itself), so the descriptor has `Copies = BrokerMoves`:
+/// `.out_retry(..)` does not compile on it.
+///
+/// The defaults suit ordered, moderate traffic: one long-poll receiver (a subscription hands out
+/// messages in the order SQS returns them), a 20 s wait, the queue's own visibility timeout, and
+/// ten messages held beyond those being handled. For throughput over order, raise
+/// [`receivers`](Self::receivers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct SqsQueue {
+    pub(crate) queue: String,
+    pub(crate) wait: Duration,
+    pub(crate) visibility: Option<Duration>,
+    pub(crate) create_if_missing: bool,
+    pub(crate) receivers: usize,
+    pub(crate) max_in_flight: usize,
+    pub(crate) batch_window: Duration,
+    pub(crate) heartbeat: bool,
+    pub(crate) max_attempts: Option<NonZeroU32>,
+    pub(crate) dead_letter: Option<String>,
+}
+
+impl SqsQueue {
+    /// The queue, by name or URL. Characters SQS refuses in a name become `-`; see
+    /// [`queue_name`].
+    pub fn new(queue: impl Into<String>) -> Self {
+        Self {
+            queue: queue.into(),
+            wait: Duration::from_secs(20),
+            visibility: None,
+            create_if_missing: false,
+            receivers: 1,
+            max_in_flight: 10,
+            batch_window: Duration::from_millis(100),
+            heartbeat: true,
+            max_attempts: None,
+            dead_letter: None,
+        }
+    }
+
+    /// The queue as named.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The long-poll wait of each receive, up to 20 s. Default 20 s, the fewest empty
+    /// receives.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The visibility timeout of each receive, 1 s to 12 hours, rounded up to whole seconds.
+    /// Default: the queue's own. The engine's heartbeat extends it while a message is handled.
+    pub fn visibility(mut self, timeout: Duration) -> Self {
+        self.visibility = Some(timeout);
+        self
+    }
+
+    /// Creates the queue, and its dead-letter queue, when they do not exist. A `.fifo` name
+    /// makes a FIFO queue.
+    pub fn create_if_missing(mut self) -> Self {
+        self.create_if_missing = true;
+        self
+    }
+
+    /// Long-poll receivers on the queue, 1..=64. Default 1, which keeps the order SQS hands
+    /// messages out in; more receive faster and may reorder.
+    pub fn receivers(mut self, receivers: usize) -> Self {
+        self.receivers = receivers;
+        self
+    }
+
+    /// Deliveries handed out and not yet settled that the subscription allows, beyond which
+    /// it stops receiving, 1..=100 000. Default 10.
+    pub fn max_in_flight(mut self, deliveries: usize) -> Self {
+        self.max_in_flight = deliveries;
+        self
+    }
+
+    /// How long a batch subscription waits for a batch to fill once its first message is in,
+    /// up to 1 s. Default 100 ms.
+    pub fn batch_window(mut self, window: Duration) -> Self {
+        self.batch_window = window;
+        self
+    }
+
+    /// Whether the engine's heartbeat keeps a delivery invisible while it is handled. Default
+    /// on.
+    pub fn heartbeat(mut self, on: bool) -> Self {
+        self.heartbeat = on;
+        self
+    }
+
+    /// The redrive policy the subscription writes onto the queue: after `max_attempts`
+    /// receives, SQS moves a message to `dead_letter`. The mount site's
+    /// `.max_attempts(..).dead_letter(..)` sets the same.
+    pub fn redrive(mut self, max_attempts: NonZeroU32, dead_letter: impl Into<String>) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self.dead_letter = Some(dead_letter.into());
+        self
+    }
+
+    /// Checks the halves of the redrive policy and the ranges of the settings.
+    pub(crate) fn validate(&self) -> Result<(), SqsError> {
+        let invalid = |reason: String| SqsError::InvalidQueue {
+            queue: self.queue.clone(),
+            reason,
+        };
+        check_redrive(&self.queue, self.max_attempts, self.dead_letter.as_deref())?;
+        if self.queue.is_empty() {
+            return Err(invalid("the queue name is empty".into()));
+        }
+        if !is_url(&self.queue) && queue_name(&self.queue).len() > MAX_QUEUE_NAME {
+            return Err(invalid(format!(
+                "SQS queue names have at most {MAX_QUEUE_NAME} characters"
+            )));
+        }
+        if self.wait > Duration::from_secs(20) {
+            return Err(invalid(format!("wait is {:?}, at most 20 s", self.wait)));
+        }
+        if let Some(visibility) = self.visibility
+            && (visibility < Duration::from_secs(1) || visibility > crate::MAX_VISIBILITY)
+        {
+            return Err(invalid(format!(
+                "visibility is {visibility:?}, 1 s to 12 hours"
+            )));
+        }
+        if self.batch_window > Duration::from_secs(1) {
+            return Err(invalid(format!(
+                "batch_window is {:?}, at most 1 s",
+                self.batch_window
+            )));
+        }
+        if let Some(attempts) = self.max_attempts
+            && attempts.get() > 1000
+        {
+            return Err(invalid(format!(
+                "max_attempts is {attempts}, SQS allows 1..=1000"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The visibility in whole seconds, rounded up.
+    pub(crate) fn visibility_secs(&self) -> Option<Duration> {
+        self.visibility.map(|visibility| {
+            let secs = visibility.as_secs() + u64::from(visibility.subsec_nanos() > 0);
+            Duration::from_secs(secs)
+        })
+    }
+}
+
+/// Both halves of a redrive policy, or neither.
+pub(crate) fn check_redrive(
+    queue: &str,
+    max_attempts: Option<NonZeroU32>,
+    dead_letter: Option<&str>,
+) -> Result<(), SqsError> {
+    match (max_attempts, dead_letter) {
+        (Some(_), None) => Err(SqsError::IncompleteRedrive {
+            queue: queue.to_owned(),
+            declared: "max_attempts(..)",
+            missing: "dead_letter(..)",
+        }),
+        (None, Some(_)) => Err(SqsError::IncompleteRedrive {
+            queue: queue.to_owned(),
+            declared: "dead_letter(..)",
+            missing: "max_attempts(..)",
+        }),
+        _ => Ok(()),
+    }
+}
+
+impl FromName for SqsQueue {
+    fn from_name(name: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(name.into().into_owned())
+    }
+}
+
+impl SubscriptionSource<ConnectedSqsBroker> for SqsQueue {
+    type Subscriber = SqsSubscriber;
+    type Copies = BrokerMoves;
+
+    fn name(&self) -> &str {
+        &self.queue
+    }
+
+    fn subscribe(
+        self,
+        connected: &ConnectedSqsBroker,
+    ) -> impl Future<Output = Result<Self::Subscriber, SqsError>> + Send {
+        connected.subscribe_queue(self)
+    }
+
+    /// Records the mount site's `max_attempts(..)` and `dead_letter(..)`; the subscription
+    /// checks them and writes them onto the queue as its redrive policy when it opens.
+    fn declare_retry(mut self, declaration: &RetryDeclaration) -> Self {
+        self.max_attempts = declaration.max_attempts();
+        self.dead_letter = declaration.dead_letter().map(str::to_owned);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn characters_sqs_refuses_become_dashes_and_fifo_is_kept() {
+        assert_eq!(queue_name("payments"), "payments");
+        assert_eq!(
+            queue_name("conformance.lifecycle.1a-2b-3"),
+            "conformance-lifecycle-1a-2b-3"
+        );
+        assert_eq!(queue_name("a b/c.fifo"), "a-b-c.fifo");
+        assert_eq!(queue_name("under_score-ok"), "under_score-ok");
+        let url = "https://sqs.us-east-1.amazonaws.com/123456789012/a.b";
+        assert_eq!(queue_name(url), url);
+    }
+
+    #[test]
+    fn a_half_redrive_policy_names_the_missing_half() {
+        let err = check_redrive("q", NonZeroU32::new(3), None).expect_err("half a policy");
+        assert!(err.to_string().contains("dead_letter(..)"), "{err}");
+        let err = check_redrive("q", None, Some("dlq")).expect_err("half a policy");
+        assert!(err.to_string().contains("max_attempts(..)"), "{err}");
+        assert!(check_redrive("q", None, None).is_ok());
+        assert!(check_redrive("q", NonZeroU32::new(3), Some("dlq")).is_ok());
+    }
+
+    #[test]
+    fn the_visibility_is_rounded_up_to_whole_seconds() {
+        let queue = SqsQueue::new("q").visibility(Duration::from_millis(1500));
+        assert_eq!(queue.visibility_secs(), Some(Duration::from_secs(2)));
+        assert!(queue.validate().is_ok());
+        assert!(
+            SqsQueue::new("q")
+                .visibility(Duration::from_millis(10))
+                .validate()
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,387 @@
+//! The RustStream broker's own behaviour, live against LocalStack: what goes over the wire, and
+//! in how many calls.
+
+mod support;
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::join_all;
+use ruststream::{Broker, BytesMut, ConnectedBroker, OutgoingMessage, Subscriber};
+use sqs_engine::prelude::*;
+use support::Recording;
+
+async fn connect(recording: &Recording) -> ConnectedSqsBroker {
+    SqsBroker::new()
+        .api(recording.clone())
+        .connect()
+        .await
+        .expect("connect")
+}
+
+fn queue(name: &str) -> SqsQueue {
+    SqsQueue::new(name)
+        .create_if_missing()
+        .wait(Duration::from_secs(1))
+}
+
+fn message<'a>(name: &'a str, body: &[u8], headers: HeaderMap) -> OutgoingMessage<'a, BytesMut> {
+    OutgoingMessage::produced(name, BytesMut::from(body)).with_headers(headers)
+}
+
+fn calls(recording: &Recording, action: &str) -> Vec<usize> {
+    recording
+        .batches()
+        .iter()
+        .filter(|call| call.action == action)
+        .map(|call| call.receipt_handles.len())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_and_acks_of_many_messages_share_batch_calls() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = support::unique("rs.batched");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name).max_in_flight(40))
+        .await
+        .expect("subscribe");
+    let publisher = connected.publisher();
+
+    let bodies: Vec<String> = (0..40).map(|i| format!("message {i}")).collect();
+    let sent =
+        join_all(bodies.iter().map(|body| {
+            publisher.publish(message(&name, body.as_bytes(), HeaderMap::new()), None)
+        }))
+        .await;
+    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+    let sends = calls(&recording, "SendMessageBatch");
+    assert_eq!(sends.iter().sum::<usize>(), 40);
+    assert!(
+        sends.len() < 40 && sends.iter().all(|&n| n <= 10),
+        "40 publishes coalesced into batches of at most ten: {sends:?}"
+    );
+
+    let mut received = Vec::new();
+    {
+        let mut stream = Box::pin(subscriber.stream());
+        while received.len() < 40 {
+            let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
+                .await
+                .expect("a delivery in time")
+                .expect("the stream goes on")
+                .expect("a delivery");
+            received.push(delivery);
+        }
+    }
+    let got: HashSet<String> = received
+        .iter()
+        .map(|d| String::from_utf8(d.payload().to_vec()).expect("text"))
+        .collect();
+    assert_eq!(got, bodies.iter().cloned().collect());
+    let acked = join_all(received.into_iter().map(IncomingMessage::ack)).await;
+    assert!(acked.iter().all(Result::is_ok), "{acked:?}");
+    let deletes = calls(&recording, "DeleteMessageBatch");
+    assert_eq!(deletes.iter().sum::<usize>(), 40);
+    assert!(
+        deletes.len() < 40,
+        "40 acks coalesced into batch calls: {deletes:?}"
+    );
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binary_body_and_headers_arrive_as_sent_with_the_receive_count() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = support::unique("rs.shape");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name))
+        .await
+        .expect("subscribe");
+    let mut headers = HeaderMap::new();
+    headers.insert("tenant", "acme");
+    headers.insert("raw", vec![0xffu8, 0x00, 0x7f]);
+    let body = [0xffu8, 0x00, 0x01, b'\n'];
+    connected
+        .publisher()
+        .publish(message(&name, &body, headers), None)
+        .await
+        .expect("publish");
+
+    let mut stream = Box::pin(subscriber.stream());
+    let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .expect("a delivery in time")
+        .expect("the stream goes on")
+        .expect("a delivery");
+    assert_eq!(delivery.payload(), body);
+    assert_eq!(delivery.headers().get_str("tenant"), Some("acme"));
+    assert_eq!(
+        delivery.headers().get("raw"),
+        Some(&[0xffu8, 0x00, 0x7f][..])
+    );
+    assert_eq!(delivery.headers().get_str(RECEIVE_COUNT_HEADER), Some("1"));
+    assert_eq!(delivery.redelivery_count(), Some(1));
+    assert!(
+        delivery
+            .headers()
+            .get("ruststream-payload-encoding")
+            .is_none(),
+        "the base64 marker is consumed"
+    );
+
+    // Retried, it comes back as the same message, its count one higher.
+    delivery.nack(true).await.expect("retry");
+    let again = tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .expect("the retry in time")
+        .expect("the stream goes on")
+        .expect("a delivery");
+    assert_eq!(again.payload(), body);
+    assert_eq!(again.redelivery_count(), Some(2));
+    assert_eq!(again.headers().get_str(RECEIVE_COUNT_HEADER), Some("2"));
+    again.ack().await.expect("ack");
+    drop(stream);
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sqs_cannot_carry_is_refused_and_nothing_is_sent() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = support::unique("rs.refused");
+    let publisher = connected.publisher();
+
+    let mut eleven = HeaderMap::new();
+    for i in 0..11 {
+        eleven.insert(format!("h{i}"), "v");
+    }
+    let err = publisher
+        .publish(message(&name, b"body", eleven), None)
+        .await
+        .expect_err("eleven headers");
+    assert!(matches!(err, SqsError::Refused { .. }), "{err}");
+
+    let mut empty = HeaderMap::new();
+    empty.insert("empty", "");
+    let err = publisher
+        .publish(message(&name, b"body", empty), None)
+        .await
+        .expect_err("an empty header");
+    assert!(err.to_string().contains("empty"), "{err}");
+
+    // Ten headers and a binary body: the marker would be the eleventh attribute.
+    let mut ten = HeaderMap::new();
+    for i in 0..10 {
+        ten.insert(format!("h{i}"), "v");
+    }
+    let err = publisher
+        .publish(message(&name, &[0xff], ten), None)
+        .await
+        .expect_err("ten headers and the base64 marker");
+    assert!(matches!(err, SqsError::Refused { .. }), "{err}");
+
+    let err = publisher
+        .publish(
+            message(&name, b"body", HeaderMap::new()),
+            Some(&SqsPublishOptions::default().group_id("g")),
+        )
+        .await
+        .expect_err("a group on a standard queue");
+    assert!(
+        matches!(
+            err,
+            SqsError::NotFifo {
+                setting: "group_id",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = publisher
+        .publish(
+            message(&name, b"body", HeaderMap::new()),
+            Some(&SqsPublishOptions::default().deduplication_id("d")),
+        )
+        .await
+        .expect_err("a deduplication id on a standard queue");
+    assert!(
+        matches!(
+            err,
+            SqsError::NotFifo {
+                setting: "deduplication_id",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        calls(&recording, "SendMessageBatch").is_empty(),
+        "nothing was sent"
+    );
+    connected.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_queue_takes_groups_and_drops_a_second_send_with_the_same_deduplication_id() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = format!("{}.fifo", support::unique("rs.fifo"));
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name))
+        .await
+        .expect("subscribe");
+    let publisher = connected.publisher();
+    let options = SqsPublishOptions::default()
+        .group_id("account-7")
+        .deduplication_id("payment-7");
+    for _ in 0..2 {
+        publisher
+            .publish(
+                message(&name, b"payment 7", HeaderMap::new()),
+                Some(&options),
+            )
+            .await
+            .expect("publish");
+    }
+    publisher
+        .publish(
+            message(&name, b"payment 8", HeaderMap::new()),
+            Some(&SqsPublishOptions::default().group_id("account-7")),
+        )
+        .await
+        .expect("publish");
+
+    let mut stream = Box::pin(subscriber.stream());
+    let mut bodies = Vec::new();
+    for _ in 0..2 {
+        let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("a delivery in time")
+            .expect("the stream goes on")
+            .expect("a delivery");
+        assert_eq!(delivery.partition_key(), Some(&b"account-7"[..]));
+        bodies.push(String::from_utf8(delivery.payload().to_vec()).expect("text"));
+        delivery.ack().await.expect("ack");
+    }
+    assert_eq!(
+        bodies,
+        ["payment 7", "payment 8"],
+        "in order, the duplicate dropped"
+    );
+    let extra = tokio::time::timeout(Duration::from_secs(3), stream.next()).await;
+    assert!(extra.is_err(), "no third delivery");
+    drop(stream);
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_on_the_last_allowed_receive_moves_the_message_to_the_dead_letter_queue() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = support::unique("rs.capped");
+    let dead = support::unique("rs.capped-dead");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name).redrive(NonZeroU32::new(2).expect("non-zero"), &dead))
+        .await
+        .expect("subscribe");
+    let mut dead_subscriber = connected
+        .subscribe_queue(queue(&dead))
+        .await
+        .expect("subscribe to the dead-letter queue");
+    connected
+        .publisher()
+        .publish(message(&name, b"invoice 9", HeaderMap::new()), None)
+        .await
+        .expect("publish");
+
+    let mut stream = Box::pin(subscriber.stream());
+    let first = stream.next().await.expect("open").expect("a delivery");
+    assert_eq!(first.redelivery_count(), Some(1));
+    first.nack(true).await.expect("retry");
+    let second = stream.next().await.expect("open").expect("a delivery");
+    assert_eq!(second.redelivery_count(), Some(2));
+    // A drop at the cap returns the message rather than deleting it.
+    second.nack(false).await.expect("drop");
+
+    let mut dead_stream = Box::pin(dead_subscriber.stream());
+    let moved = tokio::time::timeout(Duration::from_secs(20), dead_stream.next())
+        .await
+        .expect("the message reaches the dead-letter queue")
+        .expect("open")
+        .expect("a delivery");
+    assert_eq!(moved.payload(), b"invoice 9");
+    moved.ack().await.expect("ack");
+    let visibility: Vec<usize> = calls(&recording, "ChangeMessageVisibilityBatch");
+    assert!(
+        !visibility.is_empty(),
+        "the drop at the cap changed visibility"
+    );
+    drop((stream, dead_stream));
+    drop((subscriber, dead_subscriber));
+    connected.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_shutdown_publishes_and_settlements_are_refused() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = support::unique("rs.closed");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name))
+        .await
+        .expect("subscribe");
+    let publisher = connected.publisher();
+    publisher
+        .publish(message(&name, b"one", HeaderMap::new()), None)
+        .await
+        .expect("publish");
+    let delivery = {
+        let mut stream = Box::pin(subscriber.stream());
+        stream.next().await.expect("open").expect("a delivery")
+    };
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+    let err = publisher
+        .publish(message(&name, b"two", HeaderMap::new()), None)
+        .await
+        .expect_err("publish after shutdown");
+    assert!(matches!(err, SqsError::NotConnected), "{err}");
+    assert!(delivery.nack(true).await.is_err(), "settle after shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_made_from_an_sdk_config_talks_to_its_endpoint() {
+    let connected = SqsBroker::from_config(support::sdk_config().await)
+        .connect()
+        .await
+        .expect("connect");
+    let name = support::unique("rs.config");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name))
+        .await
+        .expect("subscribe");
+    connected
+        .publisher()
+        .publish(message(&name, b"configured", HeaderMap::new()), None)
+        .await
+        .expect("publish");
+    let mut stream = Box::pin(subscriber.stream());
+    let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .expect("a delivery in time")
+        .expect("the stream goes on")
+        .expect("a delivery");
+    assert_eq!(delivery.payload(), b"configured");
+    delivery.ack().await.expect("ack");
+    drop(stream);
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+}

@@ -1,0 +1,52 @@
+//! Seed "Dead letters", the macro form: an invoice that is never ready is received three times
+//! and then moves to `invoices-dead`, where a person takes it over.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqs_engine::prelude::*;
+
+/// How long an invoice that is not ready waits before it is looked at again.
+const RECHECK: Duration = Duration::from_secs(5);
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Outgoing)]
+#[outgoing(name = "invoices")]
+struct Invoice {
+    id: u64,
+}
+
+/// A handler that is never ready. Every delivery asks to come back later, so what ends the
+/// message is the cap: the queue hands it over three times and then moves it.
+#[subscriber(SqsQueue::new("invoices").create_if_missing())]
+async fn settle(invoice: &Invoice) -> HandlerOutcome {
+    tracing::info!(invoice.id, "invoice is not ready yet");
+    HandlerOutcome::retry_after(RECHECK)
+}
+
+/// The dead-letter queue is an ordinary queue, read by an ordinary subscription.
+#[subscriber("invoices-dead")]
+async fn escalate(invoice: &Invoice) -> HandlerOutcome {
+    tracing::error!(invoice.id, "invoice escalated to a person");
+    HandlerOutcome::ack()
+}
+
+fn service(broker: SqsBroker) -> impl App {
+    RustStream::new(AppInfo::new("invoices", "0.1.0")).with_broker(broker, |b| {
+        // The two steps are the queue's redrive policy: `maxReceiveCount` and the
+        // dead-letter queue it points at. The subscription writes them when it opens.
+        b.include(settle)
+            .max_attempts(nonzero!(3u32))
+            .dead_letter("invoices-dead");
+        b.include(escalate);
+    })
+}
+
+#[ruststream::app]
+fn app() -> impl App {
+    service(
+        SqsBroker::new()
+            .endpoint("http://localhost:4566")
+            .region("us-east-1")
+            .test_credentials(),
+    )
+}
