@@ -105,22 +105,90 @@ pub(crate) async fn run(args: FillArgs) -> Result<()> {
     let queue_url = resolve_queue_url(&client, &args.queue, args.create).await?;
     info!(%queue_url, messages = args.messages, "filling");
 
-    let batch_size = batch_size_for(args.size);
+    let start = Instant::now();
+    let fill = fill_queue(
+        client,
+        queue_url,
+        args.messages,
+        args.size,
+        args.concurrency,
+    )
+    .await
+    .with_context(|| format!("filling `{}`", args.queue))?;
+    let batch_size = fill.batch_size;
+    let senders = fill.senders;
+    let elapsed_secs = start.elapsed().as_secs_f64();
+
+    let sent = fill.sent;
+    let report = FillReport {
+        queue: args.queue.clone(),
+        queue_url: fill.queue_url.clone(),
+        endpoint: args.target.endpoint.clone(),
+        messages_requested: args.messages,
+        messages_sent: sent,
+        body_bytes: args.size,
+        batch_size,
+        concurrency: senders,
+        send_message_batch_calls: fill.calls,
+        entries_resent: fill.resent,
+        elapsed_secs,
+        messages_per_sec: report::per_sec(sent, elapsed_secs),
+    };
+    print!("{report}");
+    if let Some(path) = &args.json {
+        report::write_json(path, &report)?;
+    }
+    if sent != args.messages {
+        bail!("sent {sent} messages, not {}", args.messages);
+    }
+    Ok(())
+}
+
+/// A fill in progress or done, as [`fill_queue`] leaves it.
+#[derive(Debug)]
+pub(crate) struct Filled {
+    /// The queue's URL.
+    pub(crate) queue_url: String,
+    /// Messages sent.
+    pub(crate) sent: u64,
+    /// `SendMessageBatch` calls, resends included.
+    pub(crate) calls: u64,
+    /// Entries resent.
+    pub(crate) resent: u64,
+    /// Messages per call.
+    pub(crate) batch_size: usize,
+    /// Sender tasks used.
+    pub(crate) senders: usize,
+}
+
+/// Puts `total` messages of `body_size` bytes on the queue at `queue_url` with
+/// `SendMessageBatch`, `concurrency` calls in flight, logging progress at `info`.
+///
+/// # Errors
+///
+/// When a call fails after the SDK's own retries, or SQS keeps refusing some messages.
+pub(crate) async fn fill_queue(
+    client: Client,
+    queue_url: String,
+    total: u64,
+    body_size: usize,
+    concurrency: usize,
+) -> Result<Filled> {
+    let batch_size = batch_size_for(body_size);
     let fill = Arc::new(Fill {
         client,
         queue_url,
-        total: args.messages,
+        total,
         batch_size,
-        body_size: args.size,
+        body_size,
         next_batch: AtomicU64::new(0),
         sent: AtomicU64::new(0),
         calls: AtomicU64::new(0),
         resent: AtomicU64::new(0),
     });
-
     let start = Instant::now();
-    let batches = args.messages.div_ceil(batch_size as u64);
-    let senders = usize::try_from(batches).map_or(args.concurrency, |b| b.min(args.concurrency));
+    let batches = total.div_ceil(batch_size as u64);
+    let senders = usize::try_from(batches).map_or(concurrency, |b| b.min(concurrency));
     let mut tasks = JoinSet::new();
     for _ in 0..senders {
         tasks.spawn(send_batches(Arc::clone(&fill)));
@@ -134,8 +202,7 @@ pub(crate) async fn run(args: FillArgs) -> Result<()> {
                 Some(Ok(Err(error))) => {
                     tasks.abort_all();
                     return Err(error.context(format!(
-                        "filling `{}`: {} of {} messages were sent",
-                        args.queue,
+                        "{} of {} messages were sent",
                         fill.sent.load(Ordering::Relaxed),
                         fill.total
                     )));
@@ -150,31 +217,14 @@ pub(crate) async fn run(args: FillArgs) -> Result<()> {
             }
         }
     }
-    let elapsed_secs = start.elapsed().as_secs_f64();
-
-    let sent = fill.sent.load(Ordering::Relaxed);
-    let report = FillReport {
-        queue: args.queue.clone(),
+    Ok(Filled {
         queue_url: fill.queue_url.clone(),
-        endpoint: args.target.endpoint.clone(),
-        messages_requested: fill.total,
-        messages_sent: sent,
-        body_bytes: fill.body_size,
+        sent: fill.sent.load(Ordering::Relaxed),
+        calls: fill.calls.load(Ordering::Relaxed),
+        resent: fill.resent.load(Ordering::Relaxed),
         batch_size,
-        concurrency: senders,
-        send_message_batch_calls: fill.calls.load(Ordering::Relaxed),
-        entries_resent: fill.resent.load(Ordering::Relaxed),
-        elapsed_secs,
-        messages_per_sec: report::per_sec(sent, elapsed_secs),
-    };
-    print!("{report}");
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-    }
-    if sent != fill.total {
-        bail!("sent {sent} messages, not {}", fill.total);
-    }
-    Ok(())
+        senders,
+    })
 }
 
 /// Messages per `SendMessageBatch` call for bodies of `body_size` bytes: up to ten, as many
@@ -183,9 +233,11 @@ fn batch_size_for(body_size: usize) -> usize {
     (MAX_BATCH_BYTES / body_size.max(1)).clamp(1, MAX_BATCH_ENTRIES)
 }
 
-/// The body of message `index`: a readable prefix naming it, padded to `size` bytes.
-fn body(index: u64, size: usize) -> String {
-    let mut body = format!("loadtest message {index} ");
+/// The body of message `index`, sent at `sent_micros` (microseconds since the Unix epoch): a
+/// readable prefix naming it and its send time, padded with `x` to `size` bytes. The load
+/// test's handlers read both back with [`crate::behaviour::parse_body`].
+pub(crate) fn body(index: u64, sent_micros: u64, size: usize) -> String {
+    let mut body = format!("loadtest message {index} {sent_micros} ");
     if body.len() >= size {
         body.truncate(size);
     } else {
@@ -193,6 +245,15 @@ fn body(index: u64, size: usize) -> String {
         body.extend(std::iter::repeat_n('x', padding));
     }
     body
+}
+
+/// Microseconds since the Unix epoch, now; zero if the clock is before it.
+pub(crate) fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 /// One sender: claims batches until none is left, and sends each.
@@ -220,7 +281,7 @@ async fn send_batch(fill: &Fill, first: u64, count: u64) -> Result<()> {
         .map(|offset| {
             SendMessageBatchRequestEntry::builder()
                 .id(offset.to_string())
-                .message_body(body(first + offset, fill.body_size))
+                .message_body(body(first + offset, now_micros(), fill.body_size))
                 .build()
                 .context("building a SendMessageBatch entry")
         })
@@ -299,10 +360,10 @@ mod tests {
 
     #[test]
     fn a_body_has_the_size_asked_for() {
-        assert_eq!(body(7, 200).len(), 200);
-        assert!(body(7, 200).starts_with("loadtest message 7 x"));
-        assert_eq!(body(123_456, 5), "loadt");
-        assert_eq!(body(0, 1).len(), 1);
+        assert_eq!(body(7, 99, 200).len(), 200);
+        assert!(body(7, 99, 200).starts_with("loadtest message 7 99 x"));
+        assert_eq!(body(123_456, 99, 5), "loadt");
+        assert_eq!(body(0, 99, 1).len(), 1);
     }
 
     #[test]

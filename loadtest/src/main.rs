@@ -1,7 +1,12 @@
 //! # loadtest
 //!
-//! Load tests for sqs-engine against a real SQS (AWS, or LocalStack through `--endpoint`).
+//! Load tests for sqs-engine.
 //!
+//! - `loadtest` (no subcommand) or `loadtest compare [--target embedded|localstack]
+//!   [--endpoint URL]` compares sqs-engine with ruststream-sqs-sns, a naive aws-sdk-sqs
+//!   loop and the raw ceiling, scenario by scenario, each system in a child process of its
+//!   own; it prints a table and writes a JSON summary and an SVG plot (see [`compare`]).
+//! - `loadtest ci` is the short comparison CI runs, failing when sqs-engine misses its gates.
 //! - `loadtest fill --queue NAME --messages N` puts N messages on a queue with
 //!   `SendMessageBatch`, several calls in flight.
 //! - `loadtest consume --queue NAME --messages N` consumes them with the engine, acking each,
@@ -14,6 +19,8 @@
 //! [`target`], and the report types and their output in [`report`]. Logs go to stderr,
 //! filtered by `RUST_LOG` (default `warn`); the summary goes to stdout.
 
+mod behaviour;
+mod compare;
 mod consume;
 mod fill;
 mod report;
@@ -26,21 +33,36 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-/// Load tests for sqs-engine.
+/// Load tests for sqs-engine. Without a subcommand: the comparison (`compare`), on the
+/// embedded server unless told otherwise.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// What to do.
+    /// What to do; without one, the comparison.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+
+    /// The comparison's options, when no subcommand is given.
+    #[command(flatten)]
+    compare: compare::CompareArgs,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Compare sqs-engine with ruststream-sqs-sns, a naive aws-sdk-sqs loop and the raw
+    /// ceiling, scenario by scenario (the default).
+    Compare(compare::CompareArgs),
+    /// A short comparison on the embedded server and LocalStack that fails when sqs-engine
+    /// misses its gates.
+    Ci(compare::ci::CiArgs),
+    /// One system's run in a comparison (internal: the parent starts it).
+    #[command(hide = true)]
+    RunSystem(compare::child::ChildArgs),
     /// Send messages to a queue with SendMessageBatch.
     Fill(fill::FillArgs),
-    /// Consume messages with the sqs-engine engine, acking each, and report what it cost.
+    /// Consume messages with the sqs-engine engine (acking each, or a deterministic mix of
+    /// outcomes) and report what it cost.
     Consume(consume::ConsumeArgs),
     /// Run the embedded in-memory SQS server (a benchmark target) and print its endpoint.
     Serve(serve::ServeArgs),
@@ -58,9 +80,13 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Fill(args) => fill::run(args).await,
-        Command::Consume(args) => consume::run(args).await,
-        Command::Serve(args) => serve::run(args).await,
+        None => compare::run(cli.compare).await,
+        Some(Command::Compare(args)) => compare::run(args).await,
+        Some(Command::Ci(args)) => compare::ci::run(args).await,
+        Some(Command::RunSystem(args)) => compare::child::run(args).await,
+        Some(Command::Fill(args)) => fill::run(args).await,
+        Some(Command::Consume(args)) => consume::run(args).await,
+        Some(Command::Serve(args)) => serve::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

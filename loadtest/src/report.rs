@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use sqs_engine::{Count, Stats};
 
+use crate::behaviour::Behaviour;
+
 /// Successes and failures of one kind of event, as reported.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub(crate) struct CountReport {
@@ -202,9 +204,17 @@ pub(crate) struct ConsumeSetup {
     pub(crate) workers: usize,
     /// Long-poll receivers.
     pub(crate) receivers: usize,
-    /// Sleep in the handler before each ack, in milliseconds.
+    /// Sleep in the handler before each outcome, in milliseconds.
     pub(crate) handler_delay_ms: u64,
-    /// Messages to settle before stopping.
+    /// What the handler does with each message.
+    pub(crate) behaviour: Behaviour,
+    /// The visibility timeout asked for, in seconds; `None` for the queue's own.
+    pub(crate) visibility_secs: Option<u64>,
+    /// The redrive policy's maxReceiveCount, if any.
+    pub(crate) max_attempts: Option<u32>,
+    /// The dead-letter queue, if any.
+    pub(crate) dead_letter: Option<String>,
+    /// Messages to finish (ack or drop) before stopping.
     pub(crate) messages_target: u64,
     /// Seconds after which the run gives up.
     pub(crate) timeout_secs: u64,
@@ -237,13 +247,13 @@ pub(crate) struct ConsumeReport {
     pub(crate) visibility_entries: u64,
     /// SQS calls, by action.
     pub(crate) calls: CallsReport,
-    /// SQS calls per message acked (deleted); `None` when none was.
+    /// SQS calls per message finished (acked or dropped); `None` when none was.
     pub(crate) calls_per_message: Option<f64>,
     /// Wall-clock time from the start of the engine to the end of its shutdown, in seconds.
     pub(crate) elapsed_secs: f64,
     /// Time from the stop signal to the end of the engine's shutdown, in seconds.
     pub(crate) shutdown_secs: f64,
-    /// Messages acked (deleted) per second of `elapsed_secs`.
+    /// Messages finished (acked or dropped) per second of `elapsed_secs`.
     pub(crate) messages_per_sec: f64,
 }
 
@@ -260,8 +270,9 @@ impl ConsumeReport {
     /// The report of a run with `setup` that stopped for `stop_reason` after `handled`
     /// handler invocations, with the engine's final counters `stats`.
     ///
-    /// The handler only acks, so rates and calls per message count acked messages: the
-    /// `retry` settlements are the messages the engine returned at shutdown.
+    /// Rates and calls per message count finished messages (acked or dropped): retry_after
+    /// settlements bring a message back, and the `retry` settlements are the messages the
+    /// engine returned at shutdown.
     pub(crate) fn new(
         setup: ConsumeSetup,
         stop_reason: StopReason,
@@ -270,7 +281,7 @@ impl ConsumeReport {
         stats: &Stats,
         timing: Timing,
     ) -> Self {
-        let acked = stats.acked.ok;
+        let finished = stats.acked.ok + stats.dropped.ok;
         let calls = CallsReport::of(stats);
         Self {
             setup,
@@ -291,10 +302,10 @@ impl ConsumeReport {
             delete_entries: stats.delete_entries,
             visibility_entries: stats.visibility_entries,
             calls,
-            calls_per_message: (acked > 0).then(|| calls.total as f64 / acked as f64),
+            calls_per_message: (finished > 0).then(|| calls.total as f64 / finished as f64),
             elapsed_secs: timing.elapsed_secs,
             shutdown_secs: timing.shutdown_secs,
-            messages_per_sec: per_sec(acked, timing.elapsed_secs),
+            messages_per_sec: per_sec(finished, timing.elapsed_secs),
         }
     }
 }
@@ -312,6 +323,39 @@ impl fmt::Display for ConsumeReport {
             format!("{} / {}", setup.workers, setup.receivers),
         );
         table.row("handler delay", format!("{} ms", setup.handler_delay_ms));
+        let behaviour = &setup.behaviour;
+        if behaviour.retry_after_share > 0.0 {
+            table.row(
+                "retry_after share",
+                format!(
+                    "{} (after {} s)",
+                    behaviour.retry_after_share,
+                    behaviour.retry_after.as_secs()
+                ),
+            );
+        }
+        if behaviour.drop_share > 0.0 {
+            table.row("drop share", behaviour.drop_share);
+        }
+        if behaviour.slow_share > 0.0 {
+            table.row(
+                "slow share",
+                format!(
+                    "{} (+{} ms)",
+                    behaviour.slow_share,
+                    behaviour.slow.as_millis()
+                ),
+            );
+        }
+        if let Some(secs) = setup.visibility_secs {
+            table.row("visibility timeout", format!("{secs} s"));
+        }
+        if let (Some(max_attempts), Some(dead_letter)) = (setup.max_attempts, &setup.dead_letter) {
+            table.row(
+                "redrive",
+                format!("{max_attempts} receives, then {dead_letter}"),
+            );
+        }
         table.row("target messages", setup.messages_target);
 
         table.section("result");
@@ -330,7 +374,7 @@ impl fmt::Display for ConsumeReport {
         table.row("seconds", format!("{:.3}", self.elapsed_secs));
         table.row("  of which shutdown", format!("{:.3}", self.shutdown_secs));
         table.row(
-            "messages/s (acked)",
+            "messages/s (acked or dropped)",
             format!("{:.1}", self.messages_per_sec),
         );
 
@@ -342,7 +386,7 @@ impl fmt::Display for ConsumeReport {
         }
         table.row("total", self.calls.total);
         table.row(
-            "calls per acked message",
+            "calls per finished message",
             self.calls_per_message
                 .map_or_else(|| "n/a".to_owned(), |calls| format!("{calls:.3}")),
         );

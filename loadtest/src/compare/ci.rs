@@ -1,0 +1,163 @@
+//! `loadtest ci`: a short comparison, ack-only at full load on the embedded server and on
+//! LocalStack, that fails when sqs-engine misses its gates in that same run:
+//!
+//! - its SQS calls per message exceed [`MAX_CALLS_PER_MESSAGE`] (on either target);
+//! - its CPU per message is not below the naive loop's and ruststream-sqs-sns's (on either
+//!   target);
+//! - its messages/s on LocalStack are below [`MIN_CEILING_SHARE`] of the raw ceiling's.
+//!
+//! It prints the JSON summary and keeps it (and the plots) under the target directory.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use super::summary::Summary;
+use super::{CompareArgs, ScenarioKind, System, TargetKind, compare, output_dir};
+
+/// The most SQS calls per message sqs-engine may make, ack-only at full load.
+pub(crate) const MAX_CALLS_PER_MESSAGE: f64 = 0.21;
+
+/// The least share of the raw ceiling's messages/s sqs-engine must reach on LocalStack.
+pub(crate) const MIN_CEILING_SHARE: f64 = 0.8;
+
+/// Options of `loadtest ci`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct CiArgs {
+    /// Messages per run on the embedded server.
+    #[arg(long, default_value_t = 5000)]
+    embedded_messages: u64,
+
+    /// Messages per run on LocalStack.
+    #[arg(long, default_value_t = 3000)]
+    localstack_messages: u64,
+
+    /// Repetitions on each target (the order of the systems alternates).
+    #[arg(long, default_value_t = 2)]
+    repetitions: u32,
+
+    /// Skip LocalStack (the throughput gate is then not checked).
+    #[arg(long)]
+    embedded_only: bool,
+
+    /// Write the JSON summary here (default: `ci.json` under the target directory).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+/// One gate's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Gate {
+    /// What is checked.
+    pub(crate) name: String,
+    /// What was measured, as text.
+    pub(crate) measured: String,
+    /// Whether it passed.
+    pub(crate) passed: bool,
+}
+
+/// What `loadtest ci` prints and keeps.
+#[derive(Debug, Clone, Serialize)]
+struct CiSummary {
+    /// Whether every gate passed.
+    passed: bool,
+    /// The gates.
+    gates: Vec<Gate>,
+    /// The summaries of each target.
+    targets: Vec<Summary>,
+}
+
+/// The gates of one target's summary.
+pub(crate) fn gates(summary: &Summary, localstack: bool) -> Vec<Gate> {
+    let row = |system| summary.row(ScenarioKind::AckOnly, system);
+    let engine = row(System::SqsEngine);
+    let mut gates = Vec::new();
+    let target = &summary.target;
+    let calls = engine.and_then(|r| r.calls_per_message);
+    gates.push(Gate {
+        name: format!("{target}: sqs-engine calls/message <= {MAX_CALLS_PER_MESSAGE}"),
+        measured: calls.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.4}")),
+        passed: calls.is_some_and(|c| c <= MAX_CALLS_PER_MESSAGE),
+    });
+    for other in [System::Naive, System::RuststreamSqsSns] {
+        let mine = engine.map(|r| r.cpu_secs_per_1000);
+        let theirs = row(other).map(|r| r.cpu_secs_per_1000);
+        gates.push(Gate {
+            name: format!("{target}: sqs-engine CPU/message below {}'s", other.name()),
+            measured: match (mine, theirs) {
+                (Some(mine), Some(theirs)) => {
+                    format!("{mine:.4} vs {theirs:.4} CPU s per 1000 messages")
+                }
+                _ => "n/a".to_owned(),
+            },
+            passed: matches!((mine, theirs), (Some(mine), Some(theirs)) if mine < theirs),
+        });
+    }
+    if localstack {
+        let share = engine.and_then(|r| r.vs_ceiling.messages_per_sec);
+        gates.push(Gate {
+            name: format!(
+                "{target}: sqs-engine messages/s >= {MIN_CEILING_SHARE} of the raw ceiling's"
+            ),
+            measured: share.map_or_else(|| "n/a".to_owned(), |s| format!("{s:.3}")),
+            passed: share.is_some_and(|s| s >= MIN_CEILING_SHARE),
+        });
+    }
+    gates
+}
+
+/// Runs the gate: prints the table of each target, then the JSON summary.
+///
+/// # Errors
+///
+/// When a comparison fails to run, the summary cannot be written, or a gate fails.
+pub(crate) async fn run(args: CiArgs) -> Result<()> {
+    let mut targets = vec![(TargetKind::Embedded, args.embedded_messages)];
+    if !args.embedded_only {
+        targets.push((TargetKind::Localstack, args.localstack_messages));
+    }
+    let mut all_gates = Vec::new();
+    let mut summaries = Vec::new();
+    for (target, messages) in targets {
+        let compare_args = CompareArgs {
+            target,
+            endpoint: None,
+            scenarios: vec![ScenarioKind::AckOnly],
+            repetitions: args.repetitions,
+            scale: Some(messages as f64 / 20_000.0),
+            timeout_secs: 120,
+            ..CompareArgs::default()
+        };
+        let comparison = compare(&compare_args).await?;
+        eprint!("{}", comparison.summary);
+        super::finish(&compare_args, &comparison, "ci")?;
+        all_gates.extend(gates(&comparison.summary, target == TargetKind::Localstack));
+        summaries.push(comparison.summary);
+    }
+    let summary = CiSummary {
+        passed: all_gates.iter().all(|g| g.passed),
+        gates: all_gates,
+        targets: summaries,
+    };
+    let path = args.json.unwrap_or_else(|| output_dir().join("ci.json"));
+    crate::report::write_json(&path, &summary)?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", serde_json::to_string_pretty(&summary)?)
+        .context("printing the summary")?;
+    for gate in &summary.gates {
+        writeln!(
+            stdout,
+            "{} {} ({})",
+            if gate.passed { "PASS" } else { "FAIL" },
+            gate.name,
+            gate.measured
+        )?;
+    }
+    writeln!(stdout, "summary: {}", path.display())?;
+    if !summary.passed {
+        bail!("the load-test gate failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,625 @@
+//! `loadtest` (no subcommand) and `loadtest compare`: sqs-engine against the other ways to
+//! consume SQS, on the same queue contents, each system in a child process of its own that
+//! measures itself; every figure is also given as a ratio against the naive loop and the raw
+//! ceiling measured in the same run.
+//!
+//! Layout: [`scenario`] says what is run, [`systems`] the systems (one module each),
+//! [`job`] what parent and child exchange, [`child`] the child side, [`probe`] and
+//! [`recorder`] what a child measures, [`summary`] the aggregation, table and goals,
+//! [`plot`] the SVG, and [`ci`] the gate.
+
+pub(crate) mod child;
+pub(crate) mod ci;
+mod job;
+mod plot;
+mod probe;
+mod recorder;
+mod scenario;
+mod summary;
+mod systems;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use tracing::{info, warn};
+
+use self::job::{ChildResult, Job};
+pub(crate) use self::scenario::{Scenario, ScenarioKind};
+use self::summary::Summary;
+pub(crate) use self::systems::System;
+use crate::fill::fill_queue;
+use crate::server::EmbeddedSqs;
+use crate::target::TargetArgs;
+
+/// LocalStack's address when started by `scripts/localstack.sh`.
+const LOCALSTACK_ENDPOINT: &str = "http://127.0.0.1:4566";
+
+/// The workspace's scripts, as built.
+const LOCALSTACK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/localstack.sh");
+
+/// Where SQS is, for a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum TargetKind {
+    /// The embedded in-memory server, started in this process (a benchmark target).
+    Embedded,
+    /// LocalStack on 127.0.0.1:4566, started with `scripts/localstack.sh start` when none
+    /// answers.
+    Localstack,
+}
+
+/// Options of a comparison.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct CompareArgs {
+    /// Where SQS is. `--endpoint` (or `AWS_ENDPOINT_URL`) overrides it with any SQS, AWS
+    /// included.
+    #[arg(long, value_enum, default_value_t = TargetKind::Embedded)]
+    pub(crate) target: TargetKind,
+
+    /// Any SQS endpoint; overrides `--target`. Calls the systems cannot count themselves are
+    /// then not counted.
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub(crate) endpoint: Option<String>,
+
+    /// AWS region (default: the SDK's; us-east-1 with an endpoint).
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+
+    /// Scenarios to run (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub(crate) scenarios: Vec<ScenarioKind>,
+
+    /// Systems to run (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub(crate) systems: Vec<System>,
+
+    /// Repetitions; the order of the systems is reversed on every other one.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub(crate) repetitions: u32,
+
+    /// Scale of the message counts (1.0: 20 000 ack-only). Default 1.0 on the embedded
+    /// server, 0.25 elsewhere.
+    #[arg(long)]
+    pub(crate) scale: Option<f64>,
+
+    /// Handler invocations at once, for every system.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) workers: usize,
+
+    /// Long-poll receivers of sqs-engine.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) receivers: usize,
+
+    /// Receive-and-delete loops of the raw ceiling: enough calls in flight that the target,
+    /// not the loop, is the limit.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) ceiling_loops: usize,
+
+    /// Size of each message body, in bytes.
+    #[arg(long, default_value_t = 200)]
+    pub(crate) body_size: usize,
+
+    /// Give up on one system's run after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub(crate) timeout_secs: u64,
+
+    /// Write the JSON summary here (default: under the target directory).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) json: Option<PathBuf>,
+
+    /// Write the SVG plot here (default: under the target directory).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) plot: Option<PathBuf>,
+}
+
+impl Default for CompareArgs {
+    fn default() -> Self {
+        Self {
+            target: TargetKind::Embedded,
+            endpoint: None,
+            region: None,
+            scenarios: Vec::new(),
+            systems: Vec::new(),
+            repetitions: 2,
+            scale: None,
+            workers: 64,
+            receivers: 4,
+            ceiling_loops: 16,
+            body_size: 200,
+            timeout_secs: 300,
+            json: None,
+            plot: None,
+        }
+    }
+}
+
+/// How the parent counts calls on the server side, for systems that cannot count their own.
+enum ServerCalls {
+    /// The embedded server's own counters.
+    Embedded(EmbeddedSqs),
+    /// LocalStack's log: one line `AWS sqs.<Action> =>` per call.
+    LocalstackLog(PathBuf),
+    /// Not countable (any other endpoint).
+    None,
+}
+
+impl ServerCalls {
+    /// Where the counts come from, as text.
+    fn source(&self) -> &'static str {
+        match self {
+            Self::Embedded(_) => "embedded server counters",
+            Self::LocalstackLog(_) => "LocalStack log",
+            Self::None => "none",
+        }
+    }
+
+    /// A mark to count from: the embedded counters, or the log's length.
+    fn mark(&self) -> Mark {
+        match self {
+            Self::Embedded(server) => Mark::Counts(
+                server
+                    .call_counts()
+                    .into_iter()
+                    .map(|(action, count)| (action.to_owned(), count))
+                    .collect(),
+            ),
+            Self::LocalstackLog(path) => {
+                Mark::Offset(std::fs::metadata(path).map_or(0, |meta| meta.len()))
+            }
+            Self::None => Mark::None,
+        }
+    }
+
+    /// The consumer's calls since `mark`, by action; `None` when not countable. Sends are
+    /// left out: they are the harness's (the light-load sender), not the consumer's.
+    fn since(&self, mark: &Mark) -> Option<BTreeMap<String, u64>> {
+        let mut calls = self.all_since(mark)?;
+        calls.retain(|action, _| !action.starts_with("SendMessage"));
+        Some(calls)
+    }
+
+    /// Every call since `mark`, by action.
+    fn all_since(&self, mark: &Mark) -> Option<BTreeMap<String, u64>> {
+        match (self, mark) {
+            (Self::Embedded(_), Mark::Counts(before)) => {
+                let Mark::Counts(now) = self.mark() else {
+                    return None;
+                };
+                Some(
+                    now.into_iter()
+                        .map(|(action, count)| {
+                            let then = before.get(&action).copied().unwrap_or(0);
+                            (action, count - then.min(count))
+                        })
+                        .filter(|(_, count)| *count > 0)
+                        .collect(),
+                )
+            }
+            (Self::LocalstackLog(path), Mark::Offset(offset)) => {
+                count_log_calls(path, *offset).ok()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A point to count server-side calls from.
+enum Mark {
+    /// The embedded server's counters then.
+    Counts(BTreeMap<String, u64>),
+    /// The LocalStack log's length then.
+    Offset(u64),
+    /// Nothing to count.
+    None,
+}
+
+/// The SQS calls in LocalStack's log after byte `offset`, by action.
+fn count_log_calls(path: &Path, offset: u64) -> Result<BTreeMap<String, u64>> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(count_log_text(&text))
+}
+
+/// The SQS calls in lines of LocalStack's log, by action.
+fn count_log_text(text: &str) -> BTreeMap<String, u64> {
+    let mut calls = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(at) = line.find("AWS sqs.") {
+            let rest = &line[at + "AWS sqs.".len()..];
+            if let Some(end) = rest.find(" =>") {
+                *calls.entry(rest[..end].to_owned()).or_insert(0) += 1;
+            }
+        }
+    }
+    calls
+}
+
+/// The target of a comparison, started and ready.
+struct Target {
+    /// The endpoint every process talks to.
+    endpoint: Option<String>,
+    /// What it is, as text.
+    name: String,
+    /// Server-side call counting.
+    calls: ServerCalls,
+}
+
+impl Target {
+    /// Starts (or finds) the target the arguments name.
+    async fn start(args: &CompareArgs) -> Result<Self> {
+        if let Some(endpoint) = &args.endpoint {
+            return Ok(Self {
+                endpoint: Some(endpoint.clone()),
+                name: format!("endpoint {endpoint}"),
+                calls: ServerCalls::None,
+            });
+        }
+        match args.target {
+            TargetKind::Embedded => {
+                let server = EmbeddedSqs::start("127.0.0.1:0".parse()?)?;
+                Ok(Self {
+                    endpoint: Some(server.endpoint().to_owned()),
+                    name: "embedded".to_owned(),
+                    calls: ServerCalls::Embedded(server),
+                })
+            }
+            TargetKind::Localstack => {
+                let script = |arg: &str| {
+                    Command::new("bash")
+                        .arg(LOCALSTACK_SCRIPT)
+                        .arg(arg)
+                        .output()
+                };
+                let up = script("status").is_ok_and(|out| out.status.success());
+                if !up {
+                    eprintln!("starting LocalStack with scripts/localstack.sh start ...");
+                    let status = Command::new("bash")
+                        .arg(LOCALSTACK_SCRIPT)
+                        .arg("start")
+                        .status()
+                        .context("running scripts/localstack.sh start")?;
+                    if !status.success() {
+                        bail!("scripts/localstack.sh start failed");
+                    }
+                }
+                let log = script("log")
+                    .ok()
+                    .filter(|out| out.status.success())
+                    .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+                let calls = match log {
+                    Some(path) if path.exists() => ServerCalls::LocalstackLog(path),
+                    _ => {
+                        warn!(
+                            "LocalStack's log not found: ruststream-sqs-sns's calls are not counted"
+                        );
+                        ServerCalls::None
+                    }
+                };
+                Ok(Self {
+                    endpoint: Some(LOCALSTACK_ENDPOINT.to_owned()),
+                    name: "localstack".to_owned(),
+                    calls,
+                })
+            }
+        }
+    }
+
+    /// Whether this is the embedded server.
+    fn is_embedded(&self) -> bool {
+        matches!(self.calls, ServerCalls::Embedded(_))
+    }
+}
+
+/// One system's run in one scenario and repetition, as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunRecord {
+    /// The scenario.
+    pub(crate) scenario: ScenarioKind,
+    /// The repetition, from 0.
+    pub(crate) repetition: u32,
+    /// The position of the system in this repetition's order, from 0.
+    pub(crate) position: usize,
+    /// What the child measured.
+    pub(crate) result: ChildResult,
+    /// The calls the server saw during the run, by action; `None` when not countable.
+    pub(crate) server_calls: Option<BTreeMap<String, u64>>,
+}
+
+/// A whole comparison, as written to JSON.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Comparison {
+    /// The target, as text.
+    pub(crate) target: String,
+    /// Whether it was the embedded server.
+    pub(crate) embedded: bool,
+    /// Where server-side call counts come from.
+    pub(crate) server_calls_source: &'static str,
+    /// The scenarios, as sized.
+    pub(crate) scenarios: Vec<Scenario>,
+    /// Handler invocations at once.
+    pub(crate) workers: usize,
+    /// Repetitions.
+    pub(crate) repetitions: u32,
+    /// Every run.
+    pub(crate) runs: Vec<RunRecord>,
+    /// The aggregated rows and goals.
+    pub(crate) summary: Summary,
+    /// Where the plot was written.
+    pub(crate) plot: Option<PathBuf>,
+}
+
+/// The directory reports go to by default: `$CARGO_TARGET_DIR/loadtest`, else the
+/// workspace's `target/loadtest`.
+pub(crate) fn output_dir() -> PathBuf {
+    let base = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest.parent().unwrap_or(manifest).join("target")
+        });
+    base.join("loadtest")
+}
+
+/// Runs a comparison: prints the table and the plot's path, writes the JSON summary.
+///
+/// # Errors
+///
+/// When the target cannot be started, a queue cannot be made or filled, or a child fails.
+pub(crate) async fn run(args: CompareArgs) -> Result<()> {
+    let comparison = compare(&args).await?;
+    print!("{}", comparison.summary);
+    finish(&args, &comparison, "compare")?;
+    Ok(())
+}
+
+/// Writes the JSON summary and the plot of `comparison` where `args` say (or under
+/// [`output_dir`], named after `stem` and the target), and prints where.
+///
+/// # Errors
+///
+/// When a file cannot be written.
+pub(crate) fn finish(args: &CompareArgs, comparison: &Comparison, stem: &str) -> Result<()> {
+    let dir = output_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = comparison.target.replace([' ', '/', ':'], "_");
+    let plot_path = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| dir.join(format!("{stem}-{name}.svg")));
+    std::fs::write(&plot_path, plot::svg(comparison))
+        .with_context(|| format!("writing {}", plot_path.display()))?;
+    let mut comparison = comparison.clone();
+    comparison.plot = Some(plot_path.clone());
+    let json_path = args
+        .json
+        .clone()
+        .unwrap_or_else(|| dir.join(format!("{stem}-{name}.json")));
+    crate::report::write_json(&json_path, &comparison)?;
+    println!("plot: {}", plot_path.display());
+    println!("json: {}", json_path.display());
+    Ok(())
+}
+
+/// Runs every scenario and system, and aggregates.
+///
+/// # Errors
+///
+/// As for [`run`].
+pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
+    let target = Target::start(args).await?;
+    let scale = args
+        .scale
+        .unwrap_or(if target.is_embedded() { 1.0 } else { 0.25 });
+    let kinds = if args.scenarios.is_empty() {
+        ScenarioKind::ALL.to_vec()
+    } else {
+        args.scenarios.clone()
+    };
+    let systems = if args.systems.is_empty() {
+        System::ALL.to_vec()
+    } else {
+        args.systems.clone()
+    };
+    let scenarios: Vec<Scenario> = kinds
+        .iter()
+        .map(|kind| Scenario::sized(*kind, scale, args.workers))
+        .collect();
+    let target_args = TargetArgs {
+        endpoint: target.endpoint.clone(),
+        region: args.region.clone(),
+    };
+    let config = target_args.sdk_config().await;
+    let client = Client::new(&config);
+    eprintln!(
+        "comparing {} on {} ({} repetition(s), {} workers)",
+        systems
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        target.name,
+        args.repetitions,
+        args.workers
+    );
+
+    let mut runs = Vec::new();
+    let run_id = std::process::id();
+    for repetition in 0..args.repetitions {
+        let mut order = systems.clone();
+        if repetition % 2 == 1 {
+            order.reverse();
+        }
+        for scenario in &scenarios {
+            for (position, system) in order.iter().enumerate() {
+                if scenario.kind == ScenarioKind::Heartbeat && !system.has_heartbeat() {
+                    continue;
+                }
+                let queue = format!(
+                    "lt-{run_id}-{}-{}-{repetition}",
+                    scenario.kind.name(),
+                    system.name()
+                );
+                let queue_url = create_queue(&client, &queue).await?;
+                if !scenario.light {
+                    let filled = fill_queue(
+                        client.clone(),
+                        queue_url.clone(),
+                        scenario.messages,
+                        args.body_size,
+                        16,
+                    )
+                    .await
+                    .with_context(|| format!("filling {queue}"))?;
+                    info!(queue, sent = filled.sent, "filled");
+                }
+                let job = Job {
+                    system: *system,
+                    endpoint: target.endpoint.clone(),
+                    region: args.region.clone(),
+                    queue_url: queue_url.clone(),
+                    messages: scenario.messages,
+                    workers: args.workers,
+                    receivers: args.receivers,
+                    ceiling_loops: args.ceiling_loops,
+                    behaviour: scenario.behaviour,
+                    visibility_secs: scenario.visibility_secs,
+                    light: scenario.light,
+                    body_size: args.body_size,
+                    timeout_secs: args.timeout_secs,
+                };
+                let mark = target.calls.mark();
+                let label = format!(
+                    "{:<10} {:<19} rep {}",
+                    scenario.kind.name(),
+                    system.name(),
+                    repetition + 1
+                );
+                let result = tokio::task::spawn_blocking(move || run_child(&job, &label))
+                    .await
+                    .context("the child's runner panicked")??;
+                if !target.is_embedded() {
+                    // LocalStack writes its log line after answering.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                let server_calls = target.calls.since(&mark);
+                if let Err(error) = client.delete_queue().queue_url(&queue_url).send().await {
+                    warn!(queue, error = %DisplayErrorContext(error), "deleting the queue failed");
+                }
+                runs.push(RunRecord {
+                    scenario: scenario.kind,
+                    repetition,
+                    position,
+                    result,
+                    server_calls,
+                });
+            }
+        }
+    }
+    let embedded = target.is_embedded();
+    let summary = Summary::of(&scenarios, &systems, &runs, embedded, &target.name);
+    let server_calls_source = target.calls.source();
+    if let ServerCalls::Embedded(server) = target.calls {
+        server.shutdown().await?;
+    }
+    Ok(Comparison {
+        target: target.name.clone(),
+        embedded,
+        server_calls_source,
+        scenarios,
+        workers: args.workers,
+        repetitions: args.repetitions,
+        runs,
+        summary,
+        plot: None,
+    })
+}
+
+/// Creates a standard queue named `name` (default attributes) and returns its URL.
+async fn create_queue(client: &Client, name: &str) -> Result<String> {
+    let output = client
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|error| anyhow::anyhow!("CreateQueue {name}: {}", DisplayErrorContext(error)))?;
+    output
+        .queue_url
+        .with_context(|| format!("CreateQueue {name} answered no URL"))
+}
+
+/// Runs `job` in a child process (this binary, `run-system`), showing its progress, and
+/// returns what it measured.
+fn run_child(job: &Job, label: &str) -> Result<ChildResult> {
+    let exe = std::env::current_exe().context("finding this binary")?;
+    let mut child = Command::new(exe)
+        .arg("run-system")
+        .arg("--job")
+        .arg(serde_json::to_string(job)?)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting a child")?;
+    let bar = ProgressBar::new(job.messages);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {per_sec} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(label.to_owned());
+    let mut result = None;
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("reading the child's output")?;
+            if let Some(count) = line.strip_prefix(child::PROGRESS) {
+                if let Ok(count) = count.trim().parse() {
+                    bar.set_position(count);
+                }
+            } else if let Some(json) = line.strip_prefix(child::RESULT) {
+                result = Some(serde_json::from_str::<ChildResult>(json)?);
+            }
+        }
+    }
+    let status = child.wait().context("waiting for the child")?;
+    bar.finish_and_clear();
+    let result =
+        result.with_context(|| format!("{label}: the child printed no result ({status})"))?;
+    let rate = crate::report::per_sec(result.finished, result.elapsed_secs);
+    eprintln!(
+        "{label}: {} messages in {:.2} s ({rate:.0}/s){}",
+        result.finished,
+        result.elapsed_secs,
+        if result.completed { "" } else { ", INCOMPLETE" }
+    );
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn localstack_log_lines_count_by_action() {
+        let log = "\
+2026-11-30T10:45:04.340  INFO --- [t.reactor-34] localstack.request.aws     : AWS sqs.SendMessageBatch => 200
+2026-11-30T10:45:04.342  INFO --- [t.reactor-21] localstack.request.aws     : AWS sqs.DeleteMessage => 200
+something else
+2026-11-30T10:45:04.351  INFO --- [t.reactor-27] localstack.request.aws     : AWS sqs.DeleteMessage => 400 (ReceiptHandleIsInvalid)
+";
+        let calls = count_log_text(log);
+        assert_eq!(calls.get("SendMessageBatch"), Some(&1));
+        assert_eq!(calls.get("DeleteMessage"), Some(&2));
+        assert_eq!(calls.len(), 2);
+    }
+}

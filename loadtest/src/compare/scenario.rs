@@ -1,0 +1,134 @@
+//! The scenarios of a comparison: what the handler does, how many messages, and whether the
+//! queue is filled up front (full load) or one message at a time (light load).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::behaviour::Behaviour;
+
+/// A scenario, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ScenarioKind {
+    /// Ack every message at once, queue filled up front.
+    AckOnly,
+    /// Each handler awaits 5 ms of simulated I/O, then acks.
+    Io5ms,
+    /// Each handler awaits 50 ms of simulated I/O, then acks.
+    Io50ms,
+    /// 10% of first deliveries retry_after 1 s (acked when they come back), 10% dropped.
+    Mixed,
+    /// Handlers take 3 s with a 2 s visibility timeout: the heartbeat's cost.
+    Heartbeat,
+    /// One message at a time: send, wait until it is finished, repeat (200 messages). Its
+    /// messages/s are the harness's cycle rate, not a throughput.
+    Light,
+}
+
+impl ScenarioKind {
+    /// Every scenario, in report order.
+    pub(crate) const ALL: [ScenarioKind; 6] = [
+        Self::AckOnly,
+        Self::Io5ms,
+        Self::Io50ms,
+        Self::Mixed,
+        Self::Heartbeat,
+        Self::Light,
+    ];
+
+    /// A short, stable name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::AckOnly => "ack-only",
+            Self::Io5ms => "io-5ms",
+            Self::Io50ms => "io-50ms",
+            Self::Mixed => "mixed",
+            Self::Heartbeat => "heartbeat",
+            Self::Light => "light",
+        }
+    }
+}
+
+/// A scenario, sized for a run.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Scenario {
+    /// Which one.
+    pub(crate) kind: ScenarioKind,
+    /// Messages to finish.
+    pub(crate) messages: u64,
+    /// What the handler does.
+    pub(crate) behaviour: Behaviour,
+    /// The visibility timeout asked for, in seconds; `None` for the queue's own (30 s).
+    pub(crate) visibility_secs: Option<u64>,
+    /// One message at a time instead of a queue filled up front.
+    pub(crate) light: bool,
+}
+
+impl Scenario {
+    /// The scenario `kind` with message counts scaled by `scale` (1.0: 20 000 messages
+    /// ack-only), for `workers` handlers at once.
+    pub(crate) fn sized(kind: ScenarioKind, scale: f64, workers: usize) -> Self {
+        let scaled = |base: f64| ((base * scale).round() as u64).max(10);
+        let mut behaviour = Behaviour::default();
+        let mut visibility_secs = None;
+        let mut light = false;
+        let messages = match kind {
+            ScenarioKind::AckOnly => scaled(20_000.0),
+            ScenarioKind::Io5ms => {
+                behaviour.delay = Duration::from_millis(5);
+                scaled(10_000.0)
+            }
+            ScenarioKind::Io50ms => {
+                behaviour.delay = Duration::from_millis(50);
+                scaled(3_000.0)
+            }
+            ScenarioKind::Mixed => {
+                behaviour.retry_after_share = 0.1;
+                behaviour.retry_after = Duration::from_secs(1);
+                behaviour.drop_share = 0.1;
+                scaled(10_000.0)
+            }
+            ScenarioKind::Heartbeat => {
+                behaviour.delay = Duration::from_secs(3);
+                visibility_secs = Some(2);
+                (workers as u64 * 2).max(10)
+            }
+            // Enough round trips for a p99 on any target, whatever the scale.
+            ScenarioKind::Light => {
+                light = true;
+                200
+            }
+        };
+        Self {
+            kind,
+            messages,
+            behaviour,
+            visibility_secs,
+            light,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_scale_but_keep_a_floor() {
+        assert_eq!(
+            Scenario::sized(ScenarioKind::AckOnly, 1.0, 64).messages,
+            20_000
+        );
+        assert_eq!(
+            Scenario::sized(ScenarioKind::AckOnly, 0.25, 64).messages,
+            5_000
+        );
+        assert_eq!(Scenario::sized(ScenarioKind::Light, 0.01, 64).messages, 200);
+        assert_eq!(
+            Scenario::sized(ScenarioKind::Heartbeat, 0.01, 64).messages,
+            128
+        );
+        assert!(Scenario::sized(ScenarioKind::Light, 1.0, 64).light);
+    }
+}

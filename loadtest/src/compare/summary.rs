@@ -1,0 +1,475 @@
+//! The aggregation of a comparison: one row per scenario and system (means over the
+//! repetitions), ratios against the naive loop and the raw ceiling of the same run, the
+//! product's goals, and the table printed at the end.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::RunRecord;
+use super::probe::Percentiles;
+use super::scenario::{Scenario, ScenarioKind};
+use super::systems::System;
+
+/// Where a row's call counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum CallsSource {
+    /// The system counted its own calls.
+    Own,
+    /// The server counted them (the system cannot).
+    Server,
+    /// Nobody could.
+    None,
+}
+
+/// Ratios of one row against a reference row of the same scenario.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct Ratios {
+    /// Messages per second, this ÷ reference (above 1: faster).
+    pub(crate) messages_per_sec: Option<f64>,
+    /// SQS calls per message, this ÷ reference (below 1: cheaper).
+    pub(crate) calls_per_message: Option<f64>,
+    /// CPU per message, this ÷ reference (below 1: cheaper).
+    pub(crate) cpu_per_message: Option<f64>,
+    /// Settlement latency p99, this ÷ reference.
+    pub(crate) settlement_p99: Option<f64>,
+    /// End-to-end latency p99, this ÷ reference.
+    pub(crate) e2e_p99: Option<f64>,
+}
+
+/// One scenario and system, over every repetition.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Row {
+    /// The scenario.
+    pub(crate) scenario: ScenarioKind,
+    /// The system.
+    pub(crate) system: System,
+    /// Runs aggregated.
+    pub(crate) runs: usize,
+    /// Whether every run finished its messages.
+    pub(crate) completed: bool,
+    /// Messages finished, all runs.
+    pub(crate) messages: u64,
+    /// Deliveries handled per message finished (above 1: redeliveries).
+    pub(crate) deliveries_per_message: f64,
+    /// Messages per second, mean of the runs (to the last settled message).
+    pub(crate) messages_per_sec: f64,
+    /// SQS calls per message finished; `None` when not counted.
+    pub(crate) calls_per_message: Option<f64>,
+    /// SQS calls per message finished, by action.
+    pub(crate) calls_per_message_by_action: BTreeMap<String, f64>,
+    /// Where the calls were counted.
+    pub(crate) calls_source: CallsSource,
+    /// Consumer CPU seconds (user + system) per 1000 messages.
+    pub(crate) cpu_secs_per_1000: f64,
+    /// The largest peak RSS of the runs, in MiB.
+    pub(crate) peak_rss_mib: f64,
+    /// Settlement latency (handler return to SQS's answer), means of the runs' percentiles.
+    pub(crate) settlement: Option<Percentiles>,
+    /// Send time to handler start, means of the runs' percentiles.
+    pub(crate) e2e: Option<Percentiles>,
+    /// SendMessage round trips (light load only).
+    pub(crate) round_trip: Option<Percentiles>,
+    /// Against the naive loop of the same scenario.
+    pub(crate) vs_naive: Ratios,
+    /// Against the raw ceiling of the same scenario.
+    pub(crate) vs_ceiling: Ratios,
+}
+
+/// One of the product's goals, as measured in this run.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Goal {
+    /// What it is.
+    pub(crate) name: String,
+    /// What was measured; `None` when it could not be.
+    pub(crate) measured: Option<f64>,
+    /// The goal, as text (`<= 0.205`).
+    pub(crate) goal: String,
+    /// Whether it was met; `None` when not measured.
+    pub(crate) met: Option<bool>,
+}
+
+/// The rows and goals of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Summary {
+    /// The target, as text.
+    pub(crate) target: String,
+    /// One row per scenario and system that ran.
+    pub(crate) rows: Vec<Row>,
+    /// The goals.
+    pub(crate) goals: Vec<Goal>,
+    /// For the systems that count their own calls, the calls the server counted ÷ theirs
+    /// (all runs). Above 1, the server saw calls that were not theirs (another client of a
+    /// shared LocalStack, say), and server-side counts (marked `*`) are too high by as much.
+    pub(crate) server_over_own_calls: Option<f64>,
+}
+
+/// The mean of the values; `None` when there are none.
+fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (sum, count) = values
+        .into_iter()
+        .fold((0.0, 0_u32), |(sum, count), v| (sum + v, count + 1));
+    (count > 0).then(|| sum / f64::from(count))
+}
+
+/// Means of the runs' percentiles (max: the largest).
+fn mean_percentiles<'a>(all: impl Iterator<Item = &'a Percentiles> + Clone) -> Option<Percentiles> {
+    Some(Percentiles {
+        count: all.clone().map(|p| p.count).sum(),
+        p50_ms: mean(all.clone().map(|p| p.p50_ms))?,
+        p99_ms: mean(all.clone().map(|p| p.p99_ms))?,
+        max_ms: all.map(|p| p.max_ms).fold(0.0, f64::max),
+    })
+}
+
+/// `a ÷ b`, when both are there and `b` is not zero.
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+impl Row {
+    /// The row of `system` in `scenario`, from its runs (none: `None`).
+    fn of(scenario: ScenarioKind, system: System, runs: &[&RunRecord]) -> Option<Self> {
+        if runs.is_empty() {
+            return None;
+        }
+        let messages: u64 = runs.iter().map(|r| r.result.finished).sum();
+        let deliveries: u64 = runs.iter().map(|r| r.result.deliveries).sum();
+        let per_message = |count: u64| count as f64 / messages.max(1) as f64;
+        let own = runs.iter().all(|r| r.result.calls.is_some());
+        let server = runs.iter().all(|r| r.server_calls.is_some());
+        let (calls_source, calls): (CallsSource, Option<BTreeMap<String, u64>>) = if own {
+            (
+                CallsSource::Own,
+                Some(sum_calls(
+                    runs.iter().filter_map(|r| r.result.calls.as_ref()),
+                )),
+            )
+        } else if server {
+            (
+                CallsSource::Server,
+                Some(sum_calls(
+                    runs.iter().filter_map(|r| r.server_calls.as_ref()),
+                )),
+            )
+        } else {
+            (CallsSource::None, None)
+        };
+        let cpu: f64 = runs.iter().map(|r| r.result.cpu_secs).sum();
+        let settlements: Vec<&Percentiles> = runs
+            .iter()
+            .filter_map(|r| r.result.settlement.as_ref())
+            .collect();
+        let e2es: Vec<&Percentiles> = runs.iter().filter_map(|r| r.result.e2e.as_ref()).collect();
+        let trips: Vec<&Percentiles> = runs
+            .iter()
+            .filter_map(|r| r.result.round_trip.as_ref())
+            .collect();
+        Some(Self {
+            scenario,
+            system,
+            runs: runs.len(),
+            completed: runs.iter().all(|r| r.result.completed),
+            messages,
+            deliveries_per_message: per_message(deliveries),
+            messages_per_sec: mean(
+                runs.iter()
+                    .map(|r| crate::report::per_sec(r.result.finished, r.result.elapsed_secs)),
+            )
+            .unwrap_or(0.0),
+            calls_per_message: calls
+                .as_ref()
+                .map(|calls| per_message(calls.values().sum())),
+            calls_per_message_by_action: calls
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(action, count)| (action, per_message(count)))
+                .collect(),
+            calls_source,
+            cpu_secs_per_1000: cpu * 1000.0 / messages.max(1) as f64,
+            peak_rss_mib: runs
+                .iter()
+                .map(|r| r.result.max_rss_kib as f64 / 1024.0)
+                .fold(0.0, f64::max),
+            settlement: mean_percentiles(settlements.iter().copied()),
+            e2e: mean_percentiles(e2es.iter().copied()),
+            round_trip: mean_percentiles(trips.iter().copied()),
+            vs_naive: Ratios::default(),
+            vs_ceiling: Ratios::default(),
+        })
+    }
+
+    /// This row's ratios against `reference`.
+    fn against(&self, reference: &Row) -> Ratios {
+        Ratios {
+            messages_per_sec: ratio(
+                Some(self.messages_per_sec),
+                Some(reference.messages_per_sec),
+            ),
+            calls_per_message: ratio(self.calls_per_message, reference.calls_per_message),
+            cpu_per_message: ratio(
+                Some(self.cpu_secs_per_1000),
+                Some(reference.cpu_secs_per_1000),
+            ),
+            settlement_p99: ratio(
+                self.settlement.map(|p| p.p99_ms),
+                reference.settlement.map(|p| p.p99_ms),
+            ),
+            e2e_p99: ratio(self.e2e.map(|p| p.p99_ms), reference.e2e.map(|p| p.p99_ms)),
+        }
+    }
+}
+
+/// The sum of call counts by action.
+fn sum_calls<'a>(all: impl Iterator<Item = &'a BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+    let mut total = BTreeMap::new();
+    for calls in all {
+        for (action, count) in calls {
+            *total.entry(action.clone()).or_insert(0) += count;
+        }
+    }
+    total
+}
+
+impl Summary {
+    /// Aggregates `runs` of `systems` in `scenarios`, on the embedded server or not.
+    pub(crate) fn of(
+        scenarios: &[Scenario],
+        systems: &[System],
+        runs: &[RunRecord],
+        embedded: bool,
+        target: &str,
+    ) -> Self {
+        let mut rows = Vec::new();
+        for scenario in scenarios {
+            let mut scenario_rows: Vec<Row> = systems
+                .iter()
+                .filter_map(|system| {
+                    let of_system: Vec<&RunRecord> = runs
+                        .iter()
+                        .filter(|r| r.scenario == scenario.kind && r.result.system == *system)
+                        .collect();
+                    Row::of(scenario.kind, *system, &of_system)
+                })
+                .collect();
+            let naive = scenario_rows
+                .iter()
+                .find(|r| r.system == System::Naive)
+                .cloned();
+            let ceiling = scenario_rows
+                .iter()
+                .find(|r| r.system == System::Ceiling)
+                .cloned();
+            for row in &mut scenario_rows {
+                if let Some(naive) = &naive {
+                    row.vs_naive = row.against(naive);
+                }
+                if let Some(ceiling) = &ceiling {
+                    row.vs_ceiling = row.against(ceiling);
+                }
+            }
+            rows.extend(scenario_rows);
+        }
+        let goals = goals(&rows, embedded);
+        let (server, own) = runs
+            .iter()
+            .filter_map(|r| Some((r.server_calls.as_ref()?, r.result.calls.as_ref()?)))
+            .fold((0_u64, 0_u64), |(server, own), (s, o)| {
+                (
+                    server + s.values().sum::<u64>(),
+                    own + o.values().sum::<u64>(),
+                )
+            });
+        Self {
+            target: target.to_owned(),
+            rows,
+            goals,
+            server_over_own_calls: (own > 0).then(|| server as f64 / own as f64),
+        }
+    }
+
+    /// The row of `system` in `scenario`, if it ran.
+    pub(crate) fn row(&self, scenario: ScenarioKind, system: System) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.scenario == scenario && r.system == system)
+    }
+}
+
+/// A goal: `measured` against `limit`, met when `at_most` says which side is good.
+fn goal(name: &str, measured: Option<f64>, limit: f64, at_most: bool) -> Goal {
+    Goal {
+        name: name.to_owned(),
+        measured,
+        goal: format!("{} {limit}", if at_most { "<=" } else { ">=" }),
+        met: measured.map(|m| if at_most { m <= limit } else { m >= limit }),
+    }
+}
+
+/// The product's goals, as this run measured them.
+fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
+    let find = |scenario, system| {
+        rows.iter()
+            .find(|r| r.scenario == scenario && r.system == system)
+    };
+    let engine = find(ScenarioKind::AckOnly, System::SqsEngine);
+    let ruststream = find(ScenarioKind::AckOnly, System::RuststreamSqsSns);
+    let mut goals = vec![goal(
+        "sqs-engine SQS calls per message, ack-only full load",
+        engine.and_then(|r| r.calls_per_message),
+        0.205,
+        true,
+    )];
+    goals.push(if embedded {
+        goal(
+            "sqs-engine messages/s / raw ceiling's, ack-only, embedded server",
+            engine.and_then(|r| r.vs_ceiling.messages_per_sec),
+            0.8,
+            false,
+        )
+    } else {
+        goal(
+            "sqs-engine messages/s / raw ceiling's, ack-only",
+            engine.and_then(|r| r.vs_ceiling.messages_per_sec),
+            0.9,
+            false,
+        )
+    });
+    goals.push(goal(
+        "ruststream-sqs-sns CPU per message / sqs-engine's, ack-only",
+        ratio(
+            ruststream.map(|r| r.cpu_secs_per_1000),
+            engine.map(|r| r.cpu_secs_per_1000),
+        ),
+        5.0,
+        false,
+    ));
+    let light = find(ScenarioKind::Light, System::SqsEngine);
+    goals.push(goal(
+        "sqs-engine settlement p99 minus SendMessage round trip p99 (ms), light load",
+        light.and_then(|r| Some(r.settlement?.p99_ms - r.round_trip?.p99_ms)),
+        2.0,
+        true,
+    ));
+    goals
+}
+
+/// A number with `digits` decimals, or `n/a`.
+fn num(value: Option<f64>, digits: usize) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// A ratio as `1.23x`, or `-`.
+fn times(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "comparison on {}", self.target)?;
+        writeln!(
+            f,
+            "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>16}",
+            "scenario",
+            "system",
+            "msg/s",
+            "xnaive",
+            "xceil",
+            "calls/msg",
+            "xnaive",
+            "cpu s/1k",
+            "xnaive",
+            "rss MiB",
+            "settle p50/p99/max ms",
+            "e2e p50/p99 ms"
+        )?;
+        for row in &self.rows {
+            let settle = row.settlement.map_or_else(
+                || "n/a".to_owned(),
+                |p| format!("{:.2}/{:.2}/{:.1}", p.p50_ms, p.p99_ms, p.max_ms),
+            );
+            let e2e = row.e2e.map_or_else(
+                || "n/a".to_owned(),
+                |p| format!("{:.1}/{:.1}", p.p50_ms, p.p99_ms),
+            );
+            let calls = match row.calls_source {
+                CallsSource::Server => format!("{}*", num(row.calls_per_message, 3)),
+                _ => num(row.calls_per_message, 3),
+            };
+            // Light load's rate is the harness's send-wait cycle, not a throughput.
+            let light = row.scenario == ScenarioKind::Light;
+            let rate = if light {
+                "-".to_owned()
+            } else {
+                format!("{:.0}", row.messages_per_sec)
+            };
+            let rate_ratio = |ratio: Option<f64>| if light { "-".to_owned() } else { times(ratio) };
+            writeln!(
+                f,
+                "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>16}{}",
+                row.scenario.name(),
+                row.system.name(),
+                rate,
+                rate_ratio(row.vs_naive.messages_per_sec),
+                rate_ratio(row.vs_ceiling.messages_per_sec),
+                calls,
+                times(row.vs_naive.calls_per_message),
+                row.cpu_secs_per_1000,
+                times(row.vs_naive.cpu_per_message),
+                row.peak_rss_mib,
+                settle,
+                e2e,
+                if row.completed { "" } else { "  INCOMPLETE" }
+            )?;
+        }
+        writeln!(
+            f,
+            "* counted by the server (the system cannot count its calls). x: ratio to the naive \
+             loop / raw ceiling of the same scenario in this run; more ratios in the JSON."
+        )?;
+        writeln!(
+            f,
+            "settle: handler return to SQS's answer (ruststream-sqs-sns: to its and_after \
+             continuation); e2e: send time to handler start."
+        )?;
+        if let Some(excess) = self.server_over_own_calls.filter(|e| *e > 1.02) {
+            writeln!(
+                f,
+                "WARNING: the server counted {excess:.2}x the calls the self-counting systems \
+                 made: another client shares it, and the * counts are inflated accordingly."
+            )?;
+        }
+        for row in self.rows.iter().filter(|r| r.round_trip.is_some()) {
+            if let Some(trip) = row.round_trip {
+                writeln!(
+                    f,
+                    "light load, {}: SendMessage round trip p50/p99 {:.2}/{:.2} ms",
+                    row.system.name(),
+                    trip.p50_ms,
+                    trip.p99_ms
+                )?;
+            }
+        }
+        writeln!(f, "goals")?;
+        for goal in &self.goals {
+            let verdict = match goal.met {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "not measured",
+            };
+            writeln!(
+                f,
+                "  {:<78} {:>8} (goal {}) {verdict}",
+                goal.name,
+                num(goal.measured, 3),
+                goal.goal
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! sqs-engine through its native API: `Engine::run` with a handler doing the scenario's
+//! work. The engine counts its own calls ([`sqs_engine::Stats`]); its settlement latency
+//! comes from its `sqs_engine_settlement_latency_seconds` histogram, through the child's
+//! recorder ([`crate::compare::recorder`]), which also says when to read the counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use aws_config::SdkConfig;
+use sqs_engine::{Engine, Message, Outcome, Stats};
+
+use super::Calls;
+use crate::behaviour::{Verdict, parse_body};
+use crate::compare::job::Job;
+use crate::compare::probe::Probe;
+
+/// Runs the engine until the probe's target is reached (messages acked or dropped, as the
+/// engine's counters say SQS answered), then shuts it down.
+///
+/// # Errors
+///
+/// When the engine cannot be built or cannot open the queue.
+pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Result<Calls> {
+    let mut builder = Engine::builder()
+        .sdk_config(config)
+        .queue(job.queue_url.clone())
+        .workers(job.workers)
+        .receivers(job.receivers);
+    if let Some(secs) = job.visibility_secs {
+        builder = builder.visibility_timeout(Duration::from_secs(secs));
+    }
+    let engine = builder.build().context("configuring the engine")?;
+    let stats = engine.stats();
+    // The engine's counters are read whenever the recorder sees a settlement answered (the
+    // engine counts it before it records its latency): no polling, so an idle engine is
+    // not charged for the watcher, and the light-load sender learns of a settlement at once.
+    let watcher = {
+        let probe = Arc::clone(&probe);
+        let stats = stats.clone();
+        tokio::spawn(async move {
+            while !probe.done.is_cancelled() {
+                let now = stats.snapshot();
+                probe.finished_total(now.acked.ok + now.dropped.ok);
+                tokio::select! {
+                    () = probe.settlement_seen.notified() => {}
+                    () = probe.done.cancelled() => {}
+                }
+            }
+        })
+    };
+    let behaviour = job.behaviour;
+    let handler = {
+        let probe = Arc::clone(&probe);
+        move |message: Message| {
+            let (key, sent) = parse_body(message.body());
+            probe.delivered(sent);
+            let decision = behaviour.decide(key, message.receive_count());
+            async move {
+                if !decision.wait.is_zero() {
+                    tokio::time::sleep(decision.wait).await;
+                }
+                match decision.verdict {
+                    Verdict::Ack => Outcome::Ack,
+                    Verdict::Drop => Outcome::Drop,
+                    Verdict::RetryAfter(delay) => Outcome::RetryAfter(delay),
+                }
+            }
+        }
+    };
+    let done = probe.done.clone();
+    let stats_at_end = engine
+        .run(handler, async move { done.cancelled().await })
+        .await
+        .context("running the engine")?;
+    watcher.abort();
+    Ok(calls_of(&stats_at_end))
+}
+
+/// The calls of the engine's counters, by action.
+fn calls_of(stats: &Stats) -> Calls {
+    [
+        (
+            "ReceiveMessage",
+            stats.receive_message.total() + stats.abandoned_receives,
+        ),
+        ("DeleteMessageBatch", stats.delete_message_batch.total()),
+        (
+            "ChangeMessageVisibilityBatch",
+            stats.change_message_visibility_batch.total(),
+        ),
+        ("GetQueueUrl", stats.get_queue_url.total()),
+        ("GetQueueAttributes", stats.get_queue_attributes.total()),
+        ("SetQueueAttributes", stats.set_queue_attributes.total()),
+        ("CreateQueue", stats.create_queue.total()),
+    ]
+    .into_iter()
+    .filter(|(_, count)| *count > 0)
+    .map(|(action, count)| (action.to_owned(), count))
+    .collect()
+}

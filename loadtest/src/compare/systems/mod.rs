@@ -1,0 +1,111 @@
+//! The systems compared, one module each: [`engine`] (sqs-engine's native API),
+//! [`ruststream`] (`ruststream-sqs-sns` 0.7), [`naive`] (a hand-written `aws-sdk-sqs` loop)
+//! and [`ceiling`] (receive and batch-delete, no handler). A new system is one variant of
+//! [`System`] and one module.
+
+mod ceiling;
+mod engine;
+mod naive;
+mod ruststream;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use anyhow::Result;
+use aws_config::SdkConfig;
+use serde::{Deserialize, Serialize};
+
+use super::job::Job;
+use super::probe::Probe;
+
+/// SQS calls by action name.
+pub(crate) type Calls = BTreeMap<String, u64>;
+
+/// A system under comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum System {
+    /// sqs-engine's native API (`Engine::run`).
+    SqsEngine,
+    /// `ruststream-sqs-sns` 0.7, a minimal service with one subscriber.
+    RuststreamSqsSns,
+    /// A hand-written `aws-sdk-sqs` loop: receive ten, delete each one by one.
+    Naive,
+    /// Receive ten and `DeleteMessageBatch` them, in tight loops, with no handler.
+    Ceiling,
+}
+
+impl System {
+    /// Every system, in the order of the first repetition.
+    pub(crate) const ALL: [System; 4] = [
+        System::SqsEngine,
+        System::RuststreamSqsSns,
+        System::Naive,
+        System::Ceiling,
+    ];
+
+    /// A short, stable name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::SqsEngine => "sqs-engine",
+            Self::RuststreamSqsSns => "ruststream-sqs-sns",
+            Self::Naive => "naive",
+            Self::Ceiling => "ceiling",
+        }
+    }
+
+    /// Whether it keeps messages invisible while slow handlers run. Systems without one
+    /// never finish a scenario whose handlers outlast the visibility timeout, so they sit it
+    /// out.
+    pub(crate) fn has_heartbeat(self) -> bool {
+        matches!(self, Self::SqsEngine | Self::RuststreamSqsSns)
+    }
+
+    /// Runs the system on the job's queue until the probe's target is reached, and returns
+    /// the calls it counted itself (`None` when it cannot count them).
+    ///
+    /// # Errors
+    ///
+    /// When the system cannot start.
+    pub(crate) async fn run(
+        self,
+        job: &Job,
+        config: &SdkConfig,
+        probe: Arc<Probe>,
+    ) -> Result<Option<Calls>> {
+        match self {
+            Self::SqsEngine => engine::run(job, config, probe).await.map(Some),
+            Self::RuststreamSqsSns => ruststream::run(job, config, probe).await,
+            Self::Naive => naive::run(job, aws_sdk_sqs::Client::new(config), probe)
+                .await
+                .map(Some),
+            Self::Ceiling => ceiling::run(job, aws_sdk_sqs::Client::new(config), probe)
+                .await
+                .map(Some),
+        }
+    }
+}
+
+/// Calls counted by action, shared by a system's loops.
+#[derive(Debug, Default)]
+pub(crate) struct CallCounter(Mutex<Calls>);
+
+impl CallCounter {
+    /// Counts one call of `action`.
+    pub(crate) fn add(&self, action: &str) {
+        if let Ok(mut calls) = self.0.lock() {
+            match calls.get_mut(action) {
+                Some(count) => *count += 1,
+                None => {
+                    calls.insert(action.to_owned(), 1);
+                }
+            }
+        }
+    }
+
+    /// The counts so far.
+    pub(crate) fn snapshot(&self) -> Calls {
+        self.0.lock().map(|calls| calls.clone()).unwrap_or_default()
+    }
+}
