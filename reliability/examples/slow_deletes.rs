@@ -1,0 +1,142 @@
+//! Reproduction: when `DeleteMessageBatch` is slower than `ReceiveMessage`, the acks waiting
+//! for SQS are not bounded by `workers + prefetch`.
+//!
+//! A delivery frees its place among the messages the engine may hold when its outcome is
+//! queued, not when SQS answered the settlement. With deletes that take a second (a slow or
+//! throttled `DeleteMessageBatch`: 16 batch calls in flight, so 160 deletes a second at most)
+//! the receivers keep receiving at full speed, and the queue of acks waiting to go out grows
+//! without bound while `Stats::in_flight` stays under `workers + prefetch` (16 here). Each of
+//! those messages is still on the queue: a crash redelivers them all, and those waiting past
+//! their visibility timeout come back even without one (late settlements).
+//!
+//! Run against LocalStack: `cargo run -p sqs-engine-reliability --example slow_deletes`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqs_engine::{
+    AwsSqs, BoxFuture, CallError, Engine, EntryResult, Message, Outcome, QueueAttributes,
+    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
+};
+use sqs_engine_reliability::{memory, sqs};
+
+#[derive(Clone)]
+struct SlowDeletes {
+    inner: AwsSqs,
+    delay: Duration,
+}
+
+impl SqsApi for SlowDeletes {
+    fn queue_url<'a>(&'a self, q: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        self.inner.queue_url(q)
+    }
+    fn create_queue<'a>(
+        &'a self,
+        q: &'a str,
+        a: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        self.inner.create_queue(q, a)
+    }
+    fn queue_attributes<'a>(
+        &'a self,
+        u: &'a str,
+    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+        self.inner.queue_attributes(u)
+    }
+    fn set_queue_attributes<'a>(
+        &'a self,
+        u: &'a str,
+        a: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        self.inner.set_queue_attributes(u, a)
+    }
+    fn receive<'a>(
+        &'a self,
+        r: &'a ReceiveRequest<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        self.inner.receive(r)
+    }
+    fn delete_message_batch<'a>(
+        &'a self,
+        u: &'a str,
+        h: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.delete_message_batch(u, h).await
+        })
+    }
+    fn change_message_visibility_batch<'a>(
+        &'a self,
+        u: &'a str,
+        e: &'a [(&'a str, u32)],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        self.inner.change_message_visibility_batch(u, e)
+    }
+    fn send_message_batch<'a>(
+        &'a self,
+        u: &'a str,
+        e: &'a [SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        self.inner.send_message_batch(u, e)
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let endpoint = sqs::endpoint();
+    let client = sqs::client(&endpoint).await;
+    let name = sqs::unique_name("probe-slow-deletes");
+    let url = sqs::create_queue(&client, &name, 30).await?;
+    let bodies: Vec<String> = (0..20_000).map(|i| format!("p-{i}")).collect();
+    sqs::send_all(&client, &url, &bodies, 16).await?;
+    let api = SlowDeletes {
+        inner: AwsSqs::from_sdk_config(&sqs::sdk_config(&endpoint).await),
+        delay: Duration::from_millis(1000),
+    };
+    let engine = Engine::builder()
+        .api(api)
+        .queue(name)
+        .workers(8)
+        .prefetch(8)
+        .receivers(2)
+        .wait_time(Duration::from_secs(1))
+        .build()?;
+    let stats = engine.stats();
+    let handled = Arc::new(AtomicU64::new(0));
+    let h = Arc::clone(&handled);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(engine.run(
+        move |_m: Message| {
+            let h = Arc::clone(&h);
+            async move {
+                h.fetch_add(1, Ordering::Relaxed);
+                Outcome::Ack
+            }
+        },
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = stats.snapshot();
+        let handled = handled.load(Ordering::Relaxed);
+        println!(
+            "{:>4.1}s held {:>3} (cap 16) handled {:>6} acks answered {:>6} pending {:>6} rss {:.1} MiB",
+            start.elapsed().as_secs_f64(),
+            s.in_flight,
+            handled,
+            s.acked.total(),
+            handled - s.acked.total(),
+            memory::mib(memory::own().rss_kib)
+        );
+    }
+    let _ = tx.send(());
+    let s = task.await??;
+    println!("final: acked {} late {}", s.acked.ok, s.late_settlements);
+    sqs::delete_queue(&client, &url).await;
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! Runs `ledger-consumer` as a child process and follows its status lines.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+use crate::status::{Kind, Status};
+
+/// How to run one `ledger-consumer`.
+#[derive(Debug, Clone)]
+pub struct ConsumerArgs {
+    /// The SQS endpoint.
+    pub endpoint: String,
+    /// The queue, by name or URL.
+    pub queue: String,
+    /// The ledger file.
+    pub ledger: PathBuf,
+    /// Handler invocations at once.
+    pub workers: usize,
+    /// Long-poll loops.
+    pub receivers: usize,
+    /// Messages received ahead of a free worker.
+    pub prefetch: usize,
+    /// How long each handler sleeps before it writes the ledger and acks.
+    pub handler_ms: u64,
+    /// The visibility timeout asked for at each receive.
+    pub visibility_secs: u64,
+    /// How long shutdown waits for running handlers.
+    pub shutdown_timeout_secs: u64,
+    /// The long-poll wait.
+    pub wait_secs: u64,
+}
+
+impl ConsumerArgs {
+    /// The command-line arguments.
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "--endpoint".into(),
+            self.endpoint.clone(),
+            "--queue".into(),
+            self.queue.clone(),
+            "--ledger".into(),
+            self.ledger.display().to_string(),
+            "--workers".into(),
+            self.workers.to_string(),
+            "--receivers".into(),
+            self.receivers.to_string(),
+            "--prefetch".into(),
+            self.prefetch.to_string(),
+            "--handler-ms".into(),
+            self.handler_ms.to_string(),
+            "--visibility-secs".into(),
+            self.visibility_secs.to_string(),
+            "--shutdown-timeout-secs".into(),
+            self.shutdown_timeout_secs.to_string(),
+            "--wait-secs".into(),
+            self.wait_secs.to_string(),
+        ]
+    }
+}
+
+/// A running `ledger-consumer` and every status line it printed so far.
+#[derive(Debug)]
+pub struct ConsumerProcess {
+    child: Child,
+    statuses: Arc<Mutex<Vec<Status>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    /// When the process was spawned.
+    pub started: Instant,
+}
+
+impl ConsumerProcess {
+    /// Spawns `binary` with `args`; its stderr goes to this process's stderr.
+    ///
+    /// # Errors
+    ///
+    /// When the process cannot be spawned.
+    pub fn spawn(binary: &Path, args: &ConsumerArgs) -> anyhow::Result<Self> {
+        let mut child = Command::new(binary)
+            .args(args.to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawning {}", binary.display()))?;
+        let stdout = child.stdout.take().context("the child's stdout")?;
+        let statuses = Arc::new(Mutex::new(Vec::new()));
+        let reader = {
+            let statuses = Arc::clone(&statuses);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    match Status::parse(&line) {
+                        Some(status) => lock(&statuses).push(status),
+                        None => eprintln!("ledger-consumer: {line}"),
+                    }
+                }
+            })
+        };
+        Ok(Self {
+            child,
+            statuses,
+            reader: Some(reader),
+            started: Instant::now(),
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The latest status line, if any.
+    pub fn latest(&self) -> Option<Status> {
+        lock(&self.statuses).last().cloned()
+    }
+
+    /// Every status line so far.
+    pub fn statuses(&self) -> Vec<Status> {
+        lock(&self.statuses).clone()
+    }
+
+    /// The final status line, once the process printed it.
+    pub fn final_status(&self) -> Option<Status> {
+        lock(&self.statuses)
+            .iter()
+            .rev()
+            .find(|s| s.kind == Kind::Final)
+            .cloned()
+    }
+
+    /// The most messages held at once, over every line so far.
+    pub fn peak_in_flight(&self) -> u64 {
+        lock(&self.statuses)
+            .iter()
+            .map(|s| s.peak_in_flight.max(s.in_flight))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The highest peak RSS reported, KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        lock(&self.statuses)
+            .iter()
+            .map(|s| s.peak_rss_kib)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Polls the status lines every 5 ms until `check` holds for the latest one; returns it.
+    ///
+    /// # Errors
+    ///
+    /// When `limit` passes first, or the process exits first.
+    pub fn wait_for(
+        &mut self,
+        limit: Duration,
+        what: &str,
+        mut check: impl FnMut(&Status) -> bool,
+    ) -> anyhow::Result<Status> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.latest()
+                && check(&status)
+            {
+                return Ok(status);
+            }
+            if let Some(exit) = self.child.try_wait()? {
+                bail!("ledger-consumer exited ({exit}) while waiting for: {what}");
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "timed out after {limit:?} waiting for: {what}; last status {:?}",
+                    self.latest()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends SIGTERM: the engine's graceful shutdown.
+    ///
+    /// # Errors
+    ///
+    /// When the signal cannot be sent.
+    pub fn sigterm(&self) -> anyhow::Result<()> {
+        let pid = i32::try_from(self.pid()).context("a pid")?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .context("kill -TERM")
+    }
+
+    /// Sends SIGKILL and reaps the process.
+    ///
+    /// # Errors
+    ///
+    /// When the signal cannot be sent.
+    pub fn kill9(&mut self) -> anyhow::Result<ExitStatus> {
+        self.child.kill().context("kill -9")?;
+        let status = self.child.wait().context("reaping the killed consumer")?;
+        self.join_reader();
+        Ok(status)
+    }
+
+    /// Waits for the process to exit, at most `limit`; returns its exit status and when it
+    /// exited. Kills it when `limit` passes.
+    ///
+    /// # Errors
+    ///
+    /// When it is still running after `limit` (it is killed then).
+    pub fn wait_exit(&mut self, limit: Duration) -> anyhow::Result<(ExitStatus, Instant)> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                let at = Instant::now();
+                self.join_reader();
+                return Ok((status, at));
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!("ledger-consumer still running after {limit:?}; killed");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn join_reader(&mut self) {
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+impl Drop for ConsumerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits until the ledgers together cover every message of `sent` and the queue at `url` is
+/// empty (nothing visible, nothing in flight); returns the merged ledger counts.
+///
+/// # Errors
+///
+/// When `limit` passes first, saying how far it got, or a ledger or the queue cannot be read.
+pub async fn wait_until_all_processed(
+    client: &aws_sdk_sqs::Client,
+    url: &str,
+    sent: &[String],
+    ledgers: &[&Path],
+    limit: Duration,
+) -> anyhow::Result<std::collections::HashMap<String, u32>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut all = std::collections::HashMap::new();
+        for path in ledgers {
+            crate::ledger::merge(&mut all, &crate::ledger::read(path)?);
+        }
+        let tally = crate::ledger::Tally::of(sent, &all);
+        if tally.unprocessed == 0 && crate::sqs::counts(client, url).await? == (0, 0) {
+            return Ok(all);
+        }
+        if Instant::now() >= deadline {
+            let counts = crate::sqs::counts(client, url).await?;
+            bail!(
+                "after {limit:?}: {} of {} messages processed, queue (visible, in flight) = {counts:?}",
+                tally.processed,
+                tally.sent
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
