@@ -5,6 +5,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# The dashboards test runs a real Prometheus: Debian's package, installed when missing.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing Debian's prometheus package" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "test.sh: prometheus and promtool are needed (Debian package prometheus); the dashboards test will fail without them" >&2
+  fi
+fi
+
 port=${LOCALSTACK_PORT:-4566}
 started=0
 if ! scripts/localstack.sh status; then
