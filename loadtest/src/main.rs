@@ -3,8 +3,8 @@
 //! Load tests for sqs-engine.
 //!
 //! - `loadtest` (no subcommand) or `loadtest compare [--target embedded|localstack]
-//!   [--endpoint URL]` compares sqs-engine with ruststream-sqs-sns, a naive aws-sdk-sqs
-//!   loop and the raw ceiling, scenario by scenario, each system in a child process of its
+//!   [--endpoint URL]` compares sqs-engine (its native API and its RustStream broker)
+//!   with ruststream-sqs-sns, a naive aws-sdk-sqs loop and the raw ceiling, scenario by scenario, each system in a child process of its
 //!   own; it prints a table and writes a JSON summary and an SVG plot (see [`compare`]).
 //! - `loadtest ci` is the short comparison CI runs, failing when sqs-engine misses its gates.
 //! - `loadtest fill --queue NAME --messages N` puts N messages on a queue with
@@ -50,8 +50,8 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Compare sqs-engine with ruststream-sqs-sns, a naive aws-sdk-sqs loop and the raw
-    /// ceiling, scenario by scenario (the default).
+    /// Compare sqs-engine (its native API and its RustStream broker) with ruststream-sqs-sns,
+    /// a naive aws-sdk-sqs loop and the raw ceiling, scenario by scenario (the default).
     Compare(compare::CompareArgs),
     /// A short comparison on the embedded server and LocalStack that fails when sqs-engine
     /// misses its gates.

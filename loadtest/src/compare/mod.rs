@@ -301,7 +301,7 @@ impl Target {
                     Some(path) if path.exists() => ServerCalls::LocalstackLog(path),
                     _ => {
                         warn!(
-                            "LocalStack's log not found: ruststream-sqs-sns's calls are not counted"
+                            "LocalStack's log not found: the RustStream brokers' calls are not counted"
                         );
                         ServerCalls::None
                     }

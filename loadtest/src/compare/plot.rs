@@ -19,6 +19,7 @@ const WINDOW: f64 = 0.1;
 fn colour(system: System) -> &'static str {
     match system {
         System::SqsEngine => "#d62728",
+        System::SqsEngineBroker => "#ff7f0e",
         System::RuststreamSqsSns => "#1f77b4",
         System::Naive => "#7f7f7f",
         System::Ceiling => "#2ca02c",

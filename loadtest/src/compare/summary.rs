@@ -434,8 +434,8 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "settle: handler return to SQS's answer (ruststream-sqs-sns: to its and_after \
-             continuation); e2e: send time to handler start."
+            "settle: handler return to SQS's answer (the two RustStream brokers: to the \
+             and_after continuation); e2e: send time to handler start."
         )?;
         if let Some(excess) = self.server_over_own_calls.filter(|e| *e > 1.02) {
             writeln!(

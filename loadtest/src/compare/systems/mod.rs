@@ -1,10 +1,12 @@
 //! The systems compared, one module each: [`engine`] (sqs-engine's native API),
-//! [`ruststream`] (`ruststream-sqs-sns` 0.7), [`naive`] (a hand-written `aws-sdk-sqs` loop)
+//! [`engine_broker`] (sqs-engine's own RustStream broker), [`ruststream`]
+//! (`ruststream-sqs-sns` 0.7), [`naive`] (a hand-written `aws-sdk-sqs` loop)
 //! and [`ceiling`] (receive and batch-delete, no handler). A new system is one variant of
 //! [`System`] and one module.
 
 mod ceiling;
 mod engine;
+mod engine_broker;
 mod naive;
 mod ruststream;
 
@@ -28,6 +30,9 @@ pub(crate) type Calls = BTreeMap<String, u64>;
 pub(crate) enum System {
     /// sqs-engine's native API (`Engine::run`).
     SqsEngine,
+    /// sqs-engine's own RustStream broker (feature `ruststream`), the same minimal service as
+    /// `ruststream-sqs-sns`'s.
+    SqsEngineBroker,
     /// `ruststream-sqs-sns` 0.7, a minimal service with one subscriber.
     RuststreamSqsSns,
     /// A hand-written `aws-sdk-sqs` loop: receive ten, delete each one by one.
@@ -38,8 +43,9 @@ pub(crate) enum System {
 
 impl System {
     /// Every system, in the order of the first repetition.
-    pub(crate) const ALL: [System; 4] = [
+    pub(crate) const ALL: [System; 5] = [
         System::SqsEngine,
+        System::SqsEngineBroker,
         System::RuststreamSqsSns,
         System::Naive,
         System::Ceiling,
@@ -49,6 +55,7 @@ impl System {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::SqsEngine => "sqs-engine",
+            Self::SqsEngineBroker => "sqs-engine-broker",
             Self::RuststreamSqsSns => "ruststream-sqs-sns",
             Self::Naive => "naive",
             Self::Ceiling => "ceiling",
@@ -59,7 +66,10 @@ impl System {
     /// never finish a scenario whose handlers outlast the visibility timeout, so they sit it
     /// out.
     pub(crate) fn has_heartbeat(self) -> bool {
-        matches!(self, Self::SqsEngine | Self::RuststreamSqsSns)
+        matches!(
+            self,
+            Self::SqsEngine | Self::SqsEngineBroker | Self::RuststreamSqsSns
+        )
     }
 
     /// Runs the system on the job's queue until the probe's target is reached, and returns
@@ -76,6 +86,7 @@ impl System {
     ) -> Result<Option<Calls>> {
         match self {
             Self::SqsEngine => engine::run(job, config, probe).await.map(Some),
+            Self::SqsEngineBroker => engine_broker::run(job, config, probe).await,
             Self::RuststreamSqsSns => ruststream::run(job, config, probe).await,
             Self::Naive => naive::run(job, aws_sdk_sqs::Client::new(config), probe)
                 .await
