@@ -82,6 +82,8 @@ mod receiver;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,

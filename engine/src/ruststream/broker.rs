@@ -119,6 +119,17 @@ impl SqsBroker {
         self
     }
 
+    /// What an in-process connection is told apart by: connections of the same endpoint and
+    /// region (on one thread) share their queues, as connections to one account do.
+    #[cfg(feature = "testing")]
+    pub(crate) fn account(&self) -> (Option<String>, Option<String>, bool) {
+        (
+            self.endpoint.clone(),
+            self.region.clone(),
+            self.create_if_missing,
+        )
+    }
+
     async fn build_api(self) -> Arc<dyn SqsApi> {
         if let Some(api) = self.api {
             return api;
@@ -192,10 +203,13 @@ pub(crate) struct Core {
     publishing: Publishing,
     dedup_prefix: String,
     dedup_seq: AtomicU64,
+    /// The in-process SQS the broker runs on, when the test harness connected it.
+    #[cfg(feature = "testing")]
+    pub(crate) in_process: Option<crate::testing::InProcessSqs>,
 }
 
 impl Core {
-    fn new(api: Arc<dyn SqsApi>, runtime: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(api: Arc<dyn SqsApi>, runtime: tokio::runtime::Handle) -> Self {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -209,6 +223,8 @@ impl Core {
             consumers: Mutex::new(Vec::new()),
             dedup_prefix: format!("se-{:x}-{nanos:x}", std::process::id()),
             dedup_seq: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            in_process: None,
         }
     }
 
@@ -232,8 +248,8 @@ impl Core {
 /// Clones share one connection: shutting one down shuts them all.
 #[derive(Clone)]
 pub struct ConnectedSqsBroker {
-    core: Arc<Core>,
-    create_if_missing: bool,
+    pub(crate) core: Arc<Core>,
+    pub(crate) create_if_missing: bool,
 }
 
 impl std::fmt::Debug for ConnectedSqsBroker {
@@ -272,8 +288,30 @@ impl ConnectedSqsBroker {
             queue: name.clone(),
             source,
         };
-        let mut builder = Engine::builder()
-            .api(SharedApi(Arc::clone(&self.core.api)))
+        // In process, the queue is watched before its receivers start, so that nothing they
+        // receive escapes the harness's count, and the subscription receives as itself.
+        #[cfg(feature = "testing")]
+        let watch = self
+            .core
+            .in_process
+            .as_ref()
+            .map(|sqs| sqs.watch(&queue_name(&queue.queue)));
+        let builder = Engine::builder();
+        #[cfg(feature = "testing")]
+        let builder = match &watch {
+            Some(watch) => builder.api(watch.reader()),
+            None => builder,
+        };
+        #[cfg(not(feature = "testing"))]
+        let with_api = false;
+        #[cfg(feature = "testing")]
+        let with_api = watch.is_some();
+        let builder = if with_api {
+            builder
+        } else {
+            builder.api(SharedApi(Arc::clone(&self.core.api)))
+        };
+        let mut builder = builder
             .queue(queue_name(&queue.queue).into_owned())
             .receivers(queue.receivers)
             .workers(queue.max_in_flight)
@@ -304,11 +342,10 @@ impl ConnectedSqsBroker {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(consumer.handle());
-        Ok(SqsSubscriber::new(
-            consumer,
-            Arc::clone(&self.core),
-            queue.batch_window,
-        ))
+        let subscriber = SqsSubscriber::new(consumer, Arc::clone(&self.core), queue.batch_window);
+        #[cfg(feature = "testing")]
+        let subscriber = subscriber.watching(watch);
+        Ok(subscriber)
     }
 }
 

@@ -51,6 +51,9 @@ pub struct SqsMessage {
     headers: HeaderMap,
     group: Option<String>,
     core: Arc<Core>,
+    /// In process, the harness's count of this delivery, released once it is done with.
+    #[cfg(feature = "testing")]
+    counted: Option<crate::testing::Counted>,
 }
 
 impl std::fmt::Debug for SqsMessage {
@@ -65,39 +68,29 @@ impl std::fmt::Debug for SqsMessage {
 impl SqsMessage {
     pub(crate) fn new(delivery: Delivery, core: Arc<Core>) -> Self {
         let (message, ticket) = delivery.into_parts();
-        let mut headers = HeaderMap::with_capacity(message.message_attributes().len() + 1);
-        let mut base64 = false;
-        for (name, attribute) in message.message_attributes() {
-            if name == BODY_ENCODING_ATTRIBUTE {
-                base64 = attribute.as_str() == Some("base64");
-                continue;
-            }
-            let value = match &attribute.value {
-                AttributeValue::String(text) => Bytes::from(text.clone().into_bytes()),
-                AttributeValue::Binary(bytes) => Bytes::from(bytes.clone()),
-            };
-            headers.insert(name.clone(), value);
-        }
+        let (payload, mut headers) = decode(
+            message.body(),
+            message.message_attributes().iter(),
+            message.message_attributes().len() + 1,
+        );
         headers.insert(
             RECEIVE_COUNT_HEADER,
             Bytes::from(message.receive_count().to_string().into_bytes()),
         );
         let group = message.attribute("MessageGroupId").map(str::to_owned);
-        let body = message.into_body();
-        let payload = if base64 {
-            // A body that says it is base64 but is not is handed on as it came.
-            BASE64
-                .decode(body.as_bytes())
-                .unwrap_or_else(|_| body.into_bytes())
-        } else {
-            body.into_bytes()
-        };
+        #[cfg(feature = "testing")]
+        let counted = core
+            .in_process
+            .as_ref()
+            .and_then(|sqs| sqs.claim(ticket.message_id(), ticket.receive_count()));
         Self {
             ticket,
             payload,
             headers,
             group,
             core,
+            #[cfg(feature = "testing")]
+            counted,
         }
     }
 
@@ -108,8 +101,13 @@ impl SqsMessage {
 
     /// Queues the settlement now, and returns the wait for SQS's answer.
     fn settle(self, outcome: Outcome) -> impl Future<Output = Result<(), AckError>> + Send {
+        // In process, the delivery counts until SQS answered its settlement.
+        #[cfg(feature = "testing")]
+        let counted = self.counted;
         let settlement = (!self.core.is_closed()).then(|| self.ticket.settle(outcome));
         async move {
+            #[cfg(feature = "testing")]
+            let _counted = counted;
             match settlement {
                 Some(settlement) => settlement
                     .await
@@ -165,6 +163,37 @@ impl IncomingMessage for SqsMessage {
     fn nack_after(self, delay: Duration) -> impl Future<Output = Result<(), AckError>> + Send {
         self.settle(Outcome::RetryAfter(delay))
     }
+}
+
+/// The payload and headers of a body and its message attributes: a body marked base64 is
+/// decoded (one that says it is base64 but is not is handed on as it came), and the marker is
+/// not a header.
+pub(crate) fn decode<'a>(
+    body: &str,
+    attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
+    capacity: usize,
+) -> (Vec<u8>, HeaderMap) {
+    let mut headers = HeaderMap::with_capacity(capacity);
+    let mut base64 = false;
+    for (name, attribute) in attributes {
+        if name == BODY_ENCODING_ATTRIBUTE {
+            base64 = attribute.as_str() == Some("base64");
+            continue;
+        }
+        let value = match &attribute.value {
+            AttributeValue::String(text) => Bytes::from(text.clone().into_bytes()),
+            AttributeValue::Binary(bytes) => Bytes::from(bytes.clone()),
+        };
+        headers.insert(name.clone(), value);
+    }
+    let payload = if base64 {
+        BASE64
+            .decode(body.as_bytes())
+            .unwrap_or_else(|_| body.as_bytes().to_vec())
+    } else {
+        body.as_bytes().to_vec()
+    };
+    (payload, headers)
 }
 
 /// Checks a header for sending as a message attribute, and converts it.

@@ -83,6 +83,8 @@
 mod batcher;
 mod broker;
 mod error;
+#[cfg(feature = "testing")]
+mod in_process;
 mod message;
 mod publish;
 mod queue;

@@ -183,6 +183,21 @@ impl SqsPublisher {
         if self.core.is_closed() {
             return Err(SqsError::NotConnected);
         }
+        let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
+        self.core
+            .publishing()
+            .enqueue(&self.core, destination, target, entry, bytes)
+    }
+
+    /// The queue a message for `destination` goes to, its `SendMessageBatch` entry and its
+    /// size, or the refusal of a message SQS would refuse or alter.
+    pub(crate) fn entry(
+        &self,
+        destination: &str,
+        payload: Vec<u8>,
+        headers: &::ruststream::HeaderMap,
+        options: Option<&SqsPublishOptions>,
+    ) -> Result<(String, SendEntry, usize), SqsError> {
         let refused = |reason: String| SqsError::Refused {
             destination: destination.to_owned(),
             reason,
@@ -266,9 +281,7 @@ impl SqsPublisher {
             group_id,
             deduplication_id,
         };
-        self.core
-            .publishing()
-            .enqueue(&self.core, destination, target, entry, bytes)
+        Ok((target, entry, bytes))
     }
 }
 

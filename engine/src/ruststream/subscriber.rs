@@ -27,6 +27,10 @@ pub struct SqsSubscriber {
     core: Arc<Core>,
     batch_window: Duration,
     warned_clamp: AtomicBool,
+    /// In process, the queue is watched by the test harness while the subscription lives.
+    /// Declared after `consumer`, so it ends after the consumer returned what it held.
+    #[cfg(feature = "testing")]
+    watch: Option<crate::testing::Watch>,
 }
 
 impl std::fmt::Debug for SqsSubscriber {
@@ -44,7 +48,15 @@ impl SqsSubscriber {
             core,
             batch_window,
             warned_clamp: AtomicBool::new(false),
+            #[cfg(feature = "testing")]
+            watch: None,
         }
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn watching(mut self, watch: Option<crate::testing::Watch>) -> Self {
+        self.watch = watch;
+        self
     }
 
     /// The queue's name.

@@ -50,3 +50,16 @@ fn app() -> impl App {
             .test_credentials(),
     )
 }
+
+// The service's test, in process on a paused clock (see the `sqs_engine_seeds` library).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_invoice_never_ready_moves_to_the_dead_letter_queue()
+    -> Result<(), Box<dyn std::error::Error>> {
+        sqs_engine_seeds::an_invoice_never_ready_moves_to_the_dead_letter_queue(app(), RECHECK)
+            .await
+    }
+}
