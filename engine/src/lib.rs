@@ -56,6 +56,14 @@
 //! The engine reports through the [`metrics`](https://docs.rs/metrics) facade; install any
 //! recorder to export them. [`Engine::stats`] reads the same counts without one. The metrics
 //! are listed in [`mod@metrics`].
+//!
+//! ## Testing
+//!
+//! With the `testing` feature, `sqs_engine::testing::InProcessSqs` is an SQS inside the test
+//! process, on tokio's clock, that an engine runs against (`EngineBuilder::api`): a
+//! `retry_after(60 s)` comes back after `tokio::time::advance(60 s)` on a paused clock. With
+//! `ruststream` too, it is the broker's in-process mode for the framework's `TestApp`. It is a
+//! test double; what the engine claims about SQS is proven against LocalStack.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
