@@ -455,11 +455,18 @@ async fn bad_input_is_settled_by_the_decode_policy_and_the_consumer_goes_on() {
     let again = support::receive_raw(&client, &url, 1, 30).await;
     assert!(again.is_empty(), "nothing comes back: {again:?}");
 
-    // The warnings: one a decode failure, naming the queue.
+    // The warnings: one per bad message, naming the queue. The runtime's for a body its codec
+    // cannot read (`codec decode failed`), or, for a body marked base64 that is not base64,
+    // the runtime's for a delivery the broker reported (`the broker reports ...`), after the
+    // broker's own warning naming the queue and the message id.
     let log = capture.text();
     let warnings: Vec<&str> = log
         .lines()
-        .filter(|line| line.contains("WARN") && line.contains("codec decode failed"))
+        .filter(|line| {
+            line.contains("WARN")
+                && (line.contains("codec decode failed")
+                    || line.contains("the broker reports the delivery does not decode"))
+        })
         .collect();
     assert_eq!(warnings.len(), bad_count, "{log}");
     for line in &warnings {
@@ -469,25 +476,33 @@ async fn bad_input_is_settled_by_the_decode_policy_and_the_consumer_goes_on() {
         );
     }
     println!("a decode-failure warning, as written:\n  {}", warnings[0]);
+    let corrupt = ids
+        .iter()
+        .find(|id| id.case == "marker on a body not base64")
+        .expect("the corrupt base64 case was sent");
+    let broker_warning = log
+        .lines()
+        .find(|line| line.contains("WARN") && line.contains("is marked base64"))
+        .unwrap_or_else(|| panic!("no broker warning for the corrupt base64 body: {log}"));
+    assert!(
+        broker_warning.contains(&corrupt.message_id) && broker_warning.contains(&queue),
+        "the broker's warning names the message id and the queue: {broker_warning}"
+    );
     let named: Vec<&str> = ids
         .iter()
         .filter(|id| {
             id.good.is_none()
-                && warnings
-                    .iter()
-                    .any(|line| line.contains(id.message_id.as_str()))
+                && log
+                    .lines()
+                    .any(|line| line.contains("WARN") && line.contains(id.message_id.as_str()))
         })
         .map(|id| id.message_id.as_str())
         .collect();
     println!(
-        "decode-failure warnings naming the message id: {} of {bad_count}{}",
+        "decode-failure warnings naming the message id: {} of {bad_count} (the runtime's \
+         `codec decode failed` warning has the fields subscription, message_type and error, and \
+         no message id; the broker names it where it finds the body unreadable itself)",
         named.len(),
-        if named.is_empty() {
-            " (the runtime's `codec decode failed` warning has the fields subscription, \
-             message_type and error, and no message id)"
-        } else {
-            ""
-        }
     );
 
     // The table: each message counted by the deliveries of its payload.

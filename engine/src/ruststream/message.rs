@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::ruststream::codec::CodecError;
 use ::ruststream::{AckError, Bytes, HeaderMap, IncomingMessage};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use tracing::warn;
 
 use super::RECEIVE_COUNT_HEADER;
 use super::broker::Core;
@@ -50,6 +52,8 @@ pub struct SqsMessage {
     payload: Vec<u8>,
     headers: HeaderMap,
     group: Option<String>,
+    /// Why the broker could not read the body, when it could not.
+    decode_error: Option<CodecError>,
     core: Arc<Core>,
     /// In process, the harness's count of this delivery, released once it is done with.
     #[cfg(feature = "testing")]
@@ -67,12 +71,29 @@ impl std::fmt::Debug for SqsMessage {
 
 impl SqsMessage {
     pub(crate) fn new(delivery: Delivery, core: Arc<Core>) -> Self {
+        let queue = Arc::clone(&delivery.queue().name);
         let (message, ticket) = delivery.into_parts();
-        let (payload, mut headers) = decode(
+        let (payload, mut headers, corrupt) = read(
             message.body(),
             message.message_attributes().iter(),
             message.message_attributes().len() + 1,
         );
+        // A body marked base64 that is not: the broker reports it, so that the runtime settles
+        // it by the decode policy without handing it to a codec; the warning names the message.
+        let decode_error = corrupt.then(|| {
+            warn!(
+                queue = &*queue,
+                message_id = message.id(),
+                "the body is marked base64 ({BODY_ENCODING_ATTRIBUTE}) but is not base64"
+            );
+            CodecError::Decode(
+                format!(
+                    "message {} on queue {queue}: the body is marked base64 but is not base64",
+                    message.id()
+                )
+                .into(),
+            )
+        });
         headers.insert(
             RECEIVE_COUNT_HEADER,
             Bytes::from(message.receive_count().to_string().into_bytes()),
@@ -88,6 +109,7 @@ impl SqsMessage {
             payload,
             headers,
             group,
+            decode_error,
             core,
             #[cfg(feature = "testing")]
             counted,
@@ -125,6 +147,12 @@ impl IncomingMessage for SqsMessage {
 
     fn headers(&self) -> &HeaderMap {
         &self.headers
+    }
+
+    /// A body marked base64 that is not base64: reported here, and warned about with the queue
+    /// and the message id, so the runtime settles it by the decode policy.
+    fn decode_error(&self) -> Option<&CodecError> {
+        self.decode_error.as_ref()
     }
 
     /// The FIFO message group.
@@ -173,6 +201,17 @@ pub(crate) fn decode<'a>(
     attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
     capacity: usize,
 ) -> (Vec<u8>, HeaderMap) {
+    let (payload, headers, _) = read(body, attributes, capacity);
+    (payload, headers)
+}
+
+/// As [`decode`], and whether a body marked base64 failed to decode as base64 (it is then
+/// handed on as it came).
+fn read<'a>(
+    body: &str,
+    attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
+    capacity: usize,
+) -> (Vec<u8>, HeaderMap, bool) {
     let mut headers = HeaderMap::with_capacity(capacity);
     let mut base64 = false;
     for (name, attribute) in attributes {
@@ -186,14 +225,14 @@ pub(crate) fn decode<'a>(
         };
         headers.insert(name.clone(), value);
     }
-    let payload = if base64 {
-        BASE64
-            .decode(body.as_bytes())
-            .unwrap_or_else(|_| body.as_bytes().to_vec())
+    if base64 {
+        match BASE64.decode(body.as_bytes()) {
+            Ok(payload) => (payload, headers, false),
+            Err(_) => (body.as_bytes().to_vec(), headers, true),
+        }
     } else {
-        body.as_bytes().to_vec()
-    };
-    (payload, headers)
+        (body.as_bytes().to_vec(), headers, false)
+    }
 }
 
 /// Checks a header for sending as a message attribute, and converts it.
