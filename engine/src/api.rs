@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::message::MessageAttribute;
+use crate::message::{AttributeValue, MessageAttribute};
 
 /// A boxed, `Send` future, as returned by [`SqsApi`] methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -86,6 +86,30 @@ pub struct SendEntry {
     /// The deduplication id on a FIFO queue; `None` on a standard queue, or on a FIFO queue
     /// with content-based deduplication.
     pub deduplication_id: Option<String>,
+}
+
+impl SendEntry {
+    /// What SQS counts against its message size limit (1 MiB): the body, and each message
+    /// attribute's name, data type and value.
+    pub fn size(&self) -> usize {
+        Self::size_of(&self.body, &self.attributes)
+    }
+
+    /// [`size`](Self::size) of a body and attributes not yet made an entry.
+    pub(crate) fn size_of(body: &str, attributes: &[(String, MessageAttribute)]) -> usize {
+        body.len()
+            + attributes
+                .iter()
+                .map(|(name, attribute)| {
+                    name.len()
+                        + attribute.data_type.len()
+                        + match &attribute.value {
+                            AttributeValue::String(text) => text.len(),
+                            AttributeValue::Binary(bytes) => bytes.len(),
+                        }
+                })
+                .sum::<usize>()
+    }
 }
 
 /// The arguments of one `ReceiveMessage` call.

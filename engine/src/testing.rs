@@ -690,7 +690,7 @@ impl InProcessSqs {
 
     fn send_batch(&self, name: &str, entries: &[SendEntry]) -> Result<Vec<EntryResult>, CallError> {
         let mut state = self.shared.lock();
-        let total: usize = entries.iter().map(entry_bytes).sum();
+        let total: usize = entries.iter().map(SendEntry::size).sum();
         if total > MAX_MESSAGE_BYTES {
             return Err(invalid(
                 "AWS.SimpleQueueService.BatchRequestTooLong",
@@ -714,22 +714,6 @@ impl InProcessSqs {
         self.refresh(&mut state, name);
         Ok(results)
     }
-}
-
-fn entry_bytes(entry: &SendEntry) -> usize {
-    entry.body.len()
-        + entry
-            .attributes
-            .iter()
-            .map(|(name, attribute)| {
-                name.len()
-                    + attribute.data_type.len()
-                    + match &attribute.value {
-                        AttributeValue::String(text) => text.len(),
-                        AttributeValue::Binary(bytes) => bytes.len(),
-                    }
-            })
-            .sum::<usize>()
 }
 
 impl State {
@@ -789,7 +773,7 @@ impl State {
                 ));
             }
         }
-        let bytes = entry_bytes(entry);
+        let bytes = entry.size();
         if bytes > MAX_MESSAGE_BYTES {
             return Err(invalid(
                 "InvalidParameterValue",

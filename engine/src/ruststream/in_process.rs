@@ -10,7 +10,7 @@
 //!   on one thread with the same endpoint and region share their queues, as connections to one
 //!   account do; a test runs on a thread of its own, so tests do not share them. Every queue
 //!   the service names exists there: a publish to a queue nobody created is taken, where SQS
-//!   refuses it (`ruststream_in_process.rs` pins that gap; the live suites cover a missing
+//!   refuses it (`ruststream_conformance.rs` pins that gap; the live suites cover a missing
 //!   queue).
 //! - Where a queue has several subscriptions, the oldest receives everything until it closes,
 //!   so the harness knows which one a message reaches; on SQS they compete.

@@ -230,18 +230,7 @@ impl SqsPublisher {
                 }
             )));
         }
-        let bytes = body.len()
-            + attributes
-                .iter()
-                .map(|(name, attribute)| {
-                    name.len()
-                        + attribute.data_type.len()
-                        + match &attribute.value {
-                            AttributeValue::String(text) => text.len(),
-                            AttributeValue::Binary(bytes) => bytes.len(),
-                        }
-                })
-                .sum::<usize>();
+        let bytes = SendEntry::size_of(&body, &attributes);
         if bytes > MAX_MESSAGE_BYTES {
             return Err(refused(format!(
                 "the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"
