@@ -5,6 +5,10 @@
 //! runs on a real clock, so `REVIEW` (60 s in the seed) is 2 s here, `APPROVAL` (300 s) is 2 s,
 //! and `RECHECK` is 1 s. The queue names are the seeds' too; the tests that share a queue take
 //! turns, and each starts from an empty queue.
+//!
+//! The same behaviours run in process, on a paused clock and with the seeds' own delays, in
+//! the tests at the bottom of each seed binary (`seeds/src/bin/`, `cargo test -p
+//! sqs-engine-seeds`).
 
 mod support;
 
