@@ -14,6 +14,10 @@
 //! - `loadtest serve [--addr 127.0.0.1:0]` runs the embedded, in-memory SQS server of
 //!   [`server`] and prints its endpoint: a target fast enough that the engine, not SQS, is
 //!   measured. It is a benchmark target, not evidence of correctness.
+//! - `loadtest seed-payments [--target embedded|localstack] [--messages N] [--workers 32]` runs
+//!   the payments service of `seeds/` on sqs-engine's broker and on ruststream-sqs-sns, each in
+//!   a child process, and reports SQS calls per payment by action, payments/s, CPU and memory
+//!   (see [`seed`]).
 //!
 //! Each subcommand lives in its own module; where SQS is and how to reach it is in
 //! [`target`], and the report types and their output in [`report`]. Logs go to stderr,
@@ -24,6 +28,7 @@ mod compare;
 mod consume;
 mod fill;
 mod report;
+mod seed;
 mod serve;
 mod server;
 mod target;
@@ -66,6 +71,12 @@ enum Command {
     Consume(consume::ConsumeArgs),
     /// Run the embedded in-memory SQS server (a benchmark target) and print its endpoint.
     Serve(serve::ServeArgs),
+    /// Run the payments seed service on sqs-engine's broker and on ruststream-sqs-sns, and
+    /// report SQS calls per payment, throughput, CPU and memory of each.
+    SeedPayments(seed::SeedArgs),
+    /// One broker's run of `seed-payments` (internal: the parent starts it).
+    #[command(hide = true)]
+    RunSeed(seed::child::SeedChildArgs),
 }
 
 /// Parses the command line, sets up logging and runs the subcommand. A failure is printed
@@ -87,6 +98,8 @@ async fn main() -> ExitCode {
         Some(Command::Fill(args)) => fill::run(args).await,
         Some(Command::Consume(args)) => consume::run(args).await,
         Some(Command::Serve(args)) => serve::run(args).await,
+        Some(Command::SeedPayments(args)) => seed::run(args).await,
+        Some(Command::RunSeed(args)) => seed::child::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

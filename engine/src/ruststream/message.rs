@@ -196,6 +196,7 @@ impl IncomingMessage for SqsMessage {
 /// The payload and headers of a body and its message attributes: a body marked base64 is
 /// decoded (one that says it is base64 but is not is handed on as it came), and the marker is
 /// not a header.
+#[cfg(feature = "testing")]
 pub(crate) fn decode<'a>(
     body: &str,
     attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
@@ -205,7 +206,7 @@ pub(crate) fn decode<'a>(
     (payload, headers)
 }
 
-/// As [`decode`], and whether a body marked base64 failed to decode as base64 (it is then
+/// The payload and headers as `decode` gives them, and whether a body marked base64 failed to decode as base64 (it is then
 /// handed on as it came).
 fn read<'a>(
     body: &str,

@@ -39,7 +39,7 @@ pub(crate) struct ChildArgs {
 /// The peak is `VmHWM` of `/proc/self/status` where there is one: Linux keeps
 /// `ru_maxrss` across `execve`, so a child's `ru_maxrss` is at least its parent's peak at
 /// the fork, while `VmHWM` belongs to the child's own address space.
-fn usage() -> Result<(f64, u64)> {
+pub(crate) fn usage() -> Result<(f64, u64)> {
     let usage = getrusage(UsageWho::RUSAGE_SELF).context("getrusage")?;
     let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     let cpu = secs(usage.user_time()) + secs(usage.system_time());

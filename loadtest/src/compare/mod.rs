@@ -142,7 +142,7 @@ impl Default for CompareArgs {
 }
 
 /// How the parent counts calls on the server side, for systems that cannot count their own.
-enum ServerCalls {
+pub(crate) enum ServerCalls {
     /// The embedded server's own counters.
     Embedded(EmbeddedSqs),
     /// LocalStack's log: one line `AWS sqs.<Action> =>` per call.
@@ -162,7 +162,7 @@ impl ServerCalls {
     }
 
     /// A mark to count from: the embedded counters, or the log's length.
-    fn mark(&self) -> Mark {
+    pub(crate) fn mark(&self) -> Mark {
         match self {
             Self::Embedded(server) => Mark::Counts(
                 server
@@ -187,7 +187,7 @@ impl ServerCalls {
     }
 
     /// Every call since `mark`, by action.
-    fn all_since(&self, mark: &Mark) -> Option<BTreeMap<String, u64>> {
+    pub(crate) fn all_since(&self, mark: &Mark) -> Option<BTreeMap<String, u64>> {
         match (self, mark) {
             (Self::Embedded(_), Mark::Counts(before)) => {
                 let Mark::Counts(now) = self.mark() else {
@@ -212,7 +212,7 @@ impl ServerCalls {
 }
 
 /// A point to count server-side calls from.
-enum Mark {
+pub(crate) enum Mark {
     /// The embedded server's counters then.
     Counts(BTreeMap<String, u64>),
     /// The LocalStack log's length then.
@@ -246,18 +246,18 @@ fn count_log_text(text: &str) -> BTreeMap<String, u64> {
 }
 
 /// The target of a comparison, started and ready.
-struct Target {
+pub(crate) struct Target {
     /// The endpoint every process talks to.
-    endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// What it is, as text.
-    name: String,
+    pub(crate) name: String,
     /// Server-side call counting.
-    calls: ServerCalls,
+    pub(crate) calls: ServerCalls,
 }
 
 impl Target {
     /// Starts (or finds) the target the arguments name.
-    async fn start(args: &CompareArgs) -> Result<Self> {
+    pub(crate) async fn start(args: &CompareArgs) -> Result<Self> {
         if let Some(endpoint) = &args.endpoint {
             return Ok(Self {
                 endpoint: Some(endpoint.clone()),

@@ -1,0 +1,671 @@
+//! `loadtest seed-payments`: the payments service of `seeds/src/bin/payments.rs` (its `book`
+//! subscriber: decode a payment, check the in-memory ledger, publish one ledger entry through an
+//! `Out` slot, ack) on sqs-engine's RustStream broker and on `ruststream-sqs-sns` 0.7, on the
+//! same queue contents, each in a child process of its own.
+//!
+//! For each broker run: fresh `payments` and `ledger-entries` queues (on LocalStack in an
+//! account of the run's own, so that nothing else touches them), `--messages` payments put on
+//! `payments` with `SendMessageBatch`, then the service started; the parent polls the queues
+//! until `payments` is empty (visible and in flight) and `ledger-entries` holds a message per
+//! payment, and stops the service. Reported: payments per second from the service's start to
+//! that point, SQS calls per payment by action, CPU seconds per 1000 payments and peak RSS of
+//! the child, and the ratio sqs-engine / sqs-sns of each.
+//!
+//! The calls are counted on LocalStack by a [`proxy`] in front of it that only the child uses
+//! (LocalStack's log names no queue, and other processes may be using it), with the log's count
+//! reported beside it; on the embedded server by its own counters, less the parent's polls.
+//!
+//! Layout: [`brokers`] compiles `service.rs` once per broker, [`child`] runs one of them.
+
+mod brokers;
+pub(crate) mod child;
+mod proxy;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use self::brokers::sqs_engine_broker::Payment;
+use self::child::{Broker, SeedChildResult, SeedJob};
+use self::proxy::CountingProxy;
+use crate::compare::{CompareArgs, ServerCalls, Target, TargetKind};
+use crate::fill::now_micros;
+
+/// How often the parent looks at the queues while the service runs.
+const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// How long LocalStack's log is given to catch up before it is read.
+const LOG_SETTLES: Duration = Duration::from_millis(500);
+
+/// `SendMessageBatch` calls in flight while filling.
+const FILL_CONCURRENCY: usize = 8;
+
+/// How long a child may take to start its service, and to stop it.
+const CHILD_WITHIN: Duration = Duration::from_secs(60);
+
+/// How payments per second are measured, as printed and written.
+const RATE_BASIS: &str = "service started (queue already full) to drained (payments: 0 visible + 0 in flight, \
+     ledger-entries: one message per payment), polled every 20 ms";
+
+/// Options of `loadtest seed-payments`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct SeedArgs {
+    /// Where SQS is. `--endpoint` (or `AWS_ENDPOINT_URL`) overrides it.
+    #[arg(long, value_enum, default_value_t = TargetKind::Embedded)]
+    target: TargetKind,
+
+    /// Any SQS endpoint; overrides `--target`. Calls are then not counted.
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    endpoint: Option<String>,
+
+    /// AWS region (default: the SDK's; us-east-1 with an endpoint).
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+
+    /// Payments put on the queue for each broker's run.
+    #[arg(long, default_value_t = 5000)]
+    messages: u64,
+
+    /// Deliveries of `book` at once (`.workers(..)` at the mount).
+    #[arg(long, default_value_t = 32)]
+    workers: usize,
+
+    /// Repetitions; the order of the brokers is reversed on every other one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    repetitions: u32,
+
+    /// Give up on one broker's run after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
+
+    /// Write the JSON report here (default: under the target directory).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+/// One broker's run.
+#[derive(Debug, Clone, Serialize)]
+struct SeedRun {
+    /// The broker.
+    broker: Broker,
+    /// The repetition, from 0.
+    repetition: u32,
+    /// Whether every payment was booked within the time limit.
+    completed: bool,
+    /// Seconds from the service's start to drained (see [`RATE_BASIS`]).
+    elapsed_secs: f64,
+    /// Payments per second over that time.
+    per_sec: f64,
+    /// The child's SQS calls by action; `None` when not countable.
+    calls: Option<BTreeMap<String, u64>>,
+    /// Calls of other processes in LocalStack's log during the run (its count less the
+    /// child's and the parent's), when both were counted.
+    others_in_log: Option<i64>,
+    /// Messages on `ledger-entries` after the service stopped.
+    ledger_entries: u64,
+    /// What the child measured of itself.
+    child: SeedChildResult,
+}
+
+/// One figure of the summary, per broker (mean over the repetitions), and their ratio.
+#[derive(Debug, Clone, Serialize)]
+struct Figure {
+    /// What it is.
+    name: String,
+    /// sqs-engine's broker.
+    sqs_engine: Option<f64>,
+    /// `ruststream-sqs-sns`.
+    sqs_sns: Option<f64>,
+    /// sqs-engine / sqs-sns.
+    ratio: Option<f64>,
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+struct SeedReport {
+    /// The target, as text.
+    target: String,
+    /// Payments per run.
+    messages: u64,
+    /// Deliveries of `book` at once.
+    workers: usize,
+    /// Repetitions.
+    repetitions: u32,
+    /// How each broker ran.
+    isolation: &'static str,
+    /// How payments per second were measured.
+    rate_basis: &'static str,
+    /// How the calls were counted.
+    calls_counted_by: &'static str,
+    /// Every run.
+    runs: Vec<SeedRun>,
+    /// The figures.
+    summary: Vec<Figure>,
+}
+
+/// The groups of actions in the table, each with the actions it sums.
+const ACTION_GROUPS: [(&str, &[&str]); 4] = [
+    ("ReceiveMessage", &["ReceiveMessage"]),
+    (
+        "DeleteMessage(Batch)",
+        &["DeleteMessage", "DeleteMessageBatch"],
+    ),
+    ("SendMessage(Batch)", &["SendMessage", "SendMessageBatch"]),
+    (
+        "ChangeMessageVisibility(Batch)",
+        &["ChangeMessageVisibility", "ChangeMessageVisibilityBatch"],
+    ),
+];
+
+/// Runs the measurement: prints the table, writes the JSON report.
+///
+/// # Errors
+///
+/// When the target cannot be started, a queue cannot be made or filled, or a child fails.
+pub(crate) async fn run(args: SeedArgs) -> Result<()> {
+    let target = Target::start(&CompareArgs {
+        target: args.target,
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        ..CompareArgs::default()
+    })
+    .await?;
+    let calls_counted_by = match (&target.calls, target.name.as_str()) {
+        (_, "localstack") => {
+            "a counting proxy in front of LocalStack that only the child uses (LocalStack's log, which names no queue, as a cross-check)"
+        }
+        (ServerCalls::Embedded(_), _) => {
+            "the embedded server's counters, less the parent's GetQueueAttributes polls"
+        }
+        _ => "not counted (any other endpoint)",
+    };
+    eprintln!(
+        "seed-payments on {}: {} payments, workers({}), {} repetition(s); each broker in a child process of its own",
+        target.name, args.messages, args.workers, args.repetitions
+    );
+    let mut runs = Vec::new();
+    for repetition in 0..args.repetitions {
+        let mut order = [Broker::SqsEngine, Broker::SqsSns];
+        if repetition % 2 == 1 {
+            order.reverse();
+        }
+        for broker in order {
+            let run = run_one(&args, &target, broker, repetition).await?;
+            eprintln!(
+                "{} (repetition {}): {} payments in {:.2} s ({:.0}/s){}",
+                broker.label(),
+                repetition + 1,
+                args.messages,
+                run.elapsed_secs,
+                run.per_sec,
+                if run.completed { "" } else { ", INCOMPLETE" }
+            );
+            runs.push(run);
+        }
+    }
+    let summary = summarise(&runs, args.messages);
+    print_table(&target.name, &args, &runs, &summary, calls_counted_by);
+    let report = SeedReport {
+        target: target.name.clone(),
+        messages: args.messages,
+        workers: args.workers,
+        repetitions: args.repetitions,
+        isolation: "each broker's run in a child process of its own (CPU by getrusage, peak RSS by VmHWM)",
+        rate_basis: RATE_BASIS,
+        calls_counted_by,
+        runs,
+        summary,
+    };
+    let path = match &args.json {
+        Some(path) => path.clone(),
+        None => {
+            let dir = crate::compare::output_dir();
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.join(format!("seed-payments-{}.json", target.name))
+        }
+    };
+    crate::report::write_json(&path, &report)?;
+    println!("JSON: {}", path.display());
+    Ok(())
+}
+
+/// One broker's run on fresh queues.
+async fn run_one(
+    args: &SeedArgs,
+    target: &Target,
+    broker: Broker,
+    repetition: u32,
+) -> Result<SeedRun> {
+    let localstack = target.name == "localstack";
+    // LocalStack names the account after a 12-digit access key: the run's queues are its own.
+    let access_key =
+        localstack.then(|| format!("{:012}", 100_000_000_000 + now_micros() % 800_000_000_000));
+    let config = child::sdk_config(
+        target.endpoint.clone(),
+        args.region.clone(),
+        access_key.as_deref(),
+    )
+    .await;
+    let client = Client::new(&config);
+    let payments = fresh_queue(&client, "payments").await?;
+    let ledger = fresh_queue(&client, "ledger-entries").await?;
+    fill(&client, &payments, args.messages).await?;
+
+    let proxy = match (&target.endpoint, localstack) {
+        (Some(endpoint), true) => Some(CountingProxy::start(endpoint).await?),
+        _ => None,
+    };
+    let job = SeedJob {
+        broker,
+        endpoint: proxy
+            .as_ref()
+            .map(|proxy| proxy.endpoint().to_owned())
+            .or_else(|| target.endpoint.clone()),
+        region: args.region.clone(),
+        access_key: access_key.clone(),
+        workers: args.workers,
+    };
+    let mark = target.calls.mark();
+    let mut child = Command::new(std::env::current_exe().context("finding this binary")?)
+        .arg("run-seed")
+        .arg("--job")
+        .arg(serde_json::to_string(&job)?)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting a child")?;
+    let mut lines = child_lines(&mut child)?;
+    match tokio::time::timeout(CHILD_WITHIN, lines.recv()).await {
+        Ok(Some(line)) if line == child::STARTED => {}
+        Ok(other) => {
+            let _ = child.kill();
+            bail!(
+                "{}: the child did not start its service ({other:?})",
+                broker.label()
+            );
+        }
+        Err(_) => {
+            let _ = child.kill();
+            bail!(
+                "{}: the child did not start its service in time",
+                broker.label()
+            );
+        }
+    }
+
+    let start = Instant::now();
+    let limit = Duration::from_secs(args.timeout_secs);
+    let mut polls = 0_u64;
+    let completed = loop {
+        let [visible, in_flight] = counts(&client, &payments).await?;
+        let [entries, _] = counts(&client, &ledger).await?;
+        polls += 2;
+        if visible + in_flight == 0 && entries >= args.messages {
+            break true;
+        }
+        if start.elapsed() > limit {
+            break false;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    };
+    let elapsed_secs = start.elapsed().as_secs_f64();
+
+    // Stop the service: a line on its stdin, then its result.
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = writeln!(stdin);
+    }
+    let result = loop {
+        match tokio::time::timeout(CHILD_WITHIN, lines.recv()).await {
+            Ok(Some(line)) => {
+                if let Some(json) = line.strip_prefix(child::RESULT) {
+                    break serde_json::from_str::<SeedChildResult>(json)?;
+                }
+            }
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                bail!("{}: the child printed no result", broker.label());
+            }
+        }
+    };
+    let status = tokio::task::spawn_blocking(move || child.wait()).await??;
+    if !status.success() {
+        bail!("{}: the child failed ({status})", broker.label());
+    }
+
+    if proxy.is_some() {
+        // LocalStack writes a call's log line after answering it: let the last ones land.
+        tokio::time::sleep(LOG_SETTLES).await;
+    }
+    let logged = target.calls.all_since(&mark);
+    let (calls, others_in_log) = match &proxy {
+        Some(proxy) => {
+            let calls = proxy.counts();
+            let others =
+                logged.map(|logged| total(&logged) as i64 - total(&calls) as i64 - polls as i64);
+            (Some(calls), others)
+        }
+        None => {
+            let calls = logged.map(|mut calls| {
+                if let Some(count) = calls.get_mut("GetQueueAttributes") {
+                    *count -= polls.min(*count);
+                }
+                calls.retain(|_, count| *count > 0);
+                calls
+            });
+            (calls, None)
+        }
+    };
+    let [ledger_entries, _] = counts(&client, &ledger).await?;
+    if localstack {
+        for url in [&payments, &ledger] {
+            let _ = client.delete_queue().queue_url(url).send().await;
+        }
+    }
+    Ok(SeedRun {
+        broker,
+        repetition,
+        completed,
+        elapsed_secs,
+        per_sec: crate::report::per_sec(args.messages, elapsed_secs),
+        calls,
+        others_in_log,
+        ledger_entries,
+        child: result,
+    })
+}
+
+/// The child's stdout, line by line, read on a thread of its own.
+fn child_lines(child: &mut std::process::Child) -> Result<mpsc::UnboundedReceiver<String>> {
+    let stdout = child.stdout.take().context("the child's stdout")?;
+    let (sender, receiver) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(receiver)
+}
+
+/// Every call in `calls`.
+fn total(calls: &BTreeMap<String, u64>) -> u64 {
+    calls.values().sum()
+}
+
+/// The URL of queue `name`, created when missing and emptied when not empty.
+async fn fresh_queue(client: &Client, name: &str) -> Result<String> {
+    let url = client
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|error| anyhow::anyhow!("CreateQueue {name}: {}", DisplayErrorContext(error)))?
+        .queue_url
+        .with_context(|| format!("CreateQueue {name} answered no URL"))?;
+    if counts(client, &url).await? != [0, 0] {
+        client
+            .purge_queue()
+            .queue_url(&url)
+            .send()
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!("PurgeQueue {name}: {}", DisplayErrorContext(error))
+            })?;
+        let emptied = Instant::now();
+        while counts(client, &url).await? != [0, 0] {
+            if emptied.elapsed() > CHILD_WITHIN {
+                bail!("queue {name} is not empty a minute after PurgeQueue");
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+    Ok(url)
+}
+
+/// The messages of a queue: visible, and in flight.
+async fn counts(client: &Client, url: &str) -> Result<[u64; 2]> {
+    let output = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|error| anyhow::anyhow!("GetQueueAttributes: {}", DisplayErrorContext(error)))?;
+    let read = |name: QueueAttributeName| {
+        output
+            .attributes()
+            .and_then(|attributes| attributes.get(&name))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok([
+        read(QueueAttributeName::ApproximateNumberOfMessages),
+        read(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+    ])
+}
+
+/// The body of payment `id`: the seed's `Payment` as JSON, not under review.
+fn payment_body(id: u64) -> Result<String> {
+    Ok(serde_json::to_string(&Payment {
+        id,
+        account: format!("acct-{}", id % 97),
+        amount_cents: 100 + id * 7_919 % 100_000,
+        under_review: false,
+    })?)
+}
+
+/// Puts payments `0..messages` on the queue with `SendMessageBatch`, ten a call.
+async fn fill(client: &Client, url: &str, messages: u64) -> Result<()> {
+    let batches: Vec<Vec<u64>> = (0..messages)
+        .collect::<Vec<_>>()
+        .chunks(10)
+        .map(<[u64]>::to_vec)
+        .collect();
+    let mut tasks = JoinSet::new();
+    for lane in 0..FILL_CONCURRENCY {
+        let lane_batches: Vec<Vec<u64>> = batches
+            .iter()
+            .skip(lane)
+            .step_by(FILL_CONCURRENCY)
+            .cloned()
+            .collect();
+        let client = client.clone();
+        let url = url.to_owned();
+        tasks.spawn(async move {
+            for batch in lane_batches {
+                let mut entries = Vec::with_capacity(batch.len());
+                for id in &batch {
+                    entries.push(
+                        SendMessageBatchRequestEntry::builder()
+                            .id(id.to_string())
+                            .message_body(payment_body(*id)?)
+                            .build()?,
+                    );
+                }
+                let output = client
+                    .send_message_batch()
+                    .queue_url(&url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map_err(|error| {
+                        anyhow::anyhow!("SendMessageBatch: {}", DisplayErrorContext(error))
+                    })?;
+                if !output.failed().is_empty() {
+                    bail!("SendMessageBatch refused {} entries", output.failed().len());
+                }
+            }
+            Ok::<_, anyhow::Error>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined??;
+    }
+    Ok(())
+}
+
+/// The mean of `values`, `None` when empty.
+fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (sum, count) = values
+        .into_iter()
+        .fold((0.0, 0_u32), |(sum, count), value| (sum + value, count + 1));
+    (count > 0).then(|| sum / f64::from(count))
+}
+
+/// How one figure is read from a run (`None`: not measured).
+type FigureOf<'a> = Box<dyn Fn(&SeedRun) -> Option<f64> + 'a>;
+
+/// The figures of the table, per broker, mean over the repetitions.
+fn summarise(runs: &[SeedRun], messages: u64) -> Vec<Figure> {
+    let per_payment = |calls: &BTreeMap<String, u64>, actions: &[&str]| {
+        actions
+            .iter()
+            .map(|action| calls.get(*action).copied().unwrap_or(0))
+            .sum::<u64>() as f64
+            / messages.max(1) as f64
+    };
+    let grouped: Vec<&str> = ACTION_GROUPS
+        .iter()
+        .flat_map(|(_, actions)| actions.iter().copied())
+        .collect();
+    let mut figures: Vec<(String, FigureOf<'_>)> = vec![(
+        "payments/s".to_owned(),
+        Box::new(|run: &SeedRun| Some(run.per_sec)),
+    )];
+    for (name, actions) in ACTION_GROUPS {
+        figures.push((
+            format!("{name} per payment"),
+            Box::new(move |run: &SeedRun| {
+                run.calls.as_ref().map(|calls| per_payment(calls, actions))
+            }),
+        ));
+    }
+    let other = grouped.clone();
+    figures.push((
+        "other calls per payment".to_owned(),
+        Box::new(move |run: &SeedRun| {
+            run.calls.as_ref().map(|calls| {
+                calls
+                    .iter()
+                    .filter(|(action, _)| !other.contains(&action.as_str()))
+                    .map(|(_, count)| *count)
+                    .sum::<u64>() as f64
+                    / messages.max(1) as f64
+            })
+        }),
+    ));
+    figures.push((
+        "calls per payment (total)".to_owned(),
+        Box::new(move |run: &SeedRun| {
+            run.calls
+                .as_ref()
+                .map(|calls| total(calls) as f64 / messages.max(1) as f64)
+        }),
+    ));
+    figures.push((
+        "CPU s per 1000 payments".to_owned(),
+        Box::new(move |run: &SeedRun| Some(run.child.cpu_secs * 1000.0 / messages.max(1) as f64)),
+    ));
+    figures.push((
+        "peak RSS MiB".to_owned(),
+        Box::new(|run: &SeedRun| Some(run.child.max_rss_kib as f64 / 1024.0)),
+    ));
+    figures
+        .into_iter()
+        .map(|(name, figure)| {
+            let of = |broker: Broker| -> Option<f64> {
+                let values: Option<Vec<f64>> = runs
+                    .iter()
+                    .filter(|run| run.broker == broker)
+                    .map(&figure)
+                    .collect();
+                values.and_then(mean)
+            };
+            let sqs_engine = of(Broker::SqsEngine);
+            let sqs_sns = of(Broker::SqsSns);
+            let ratio = match (sqs_engine, sqs_sns) {
+                (Some(engine), Some(sns)) if sns != 0.0 => Some(engine / sns),
+                _ => None,
+            };
+            Figure {
+                name,
+                sqs_engine,
+                sqs_sns,
+                ratio,
+            }
+        })
+        .collect()
+}
+
+/// Prints the table and the raw counts to stdout.
+fn print_table(
+    target: &str,
+    args: &SeedArgs,
+    runs: &[SeedRun],
+    summary: &[Figure],
+    counted_by: &str,
+) {
+    let show =
+        |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |value| format!("{value:.3}"));
+    println!();
+    println!(
+        "seed-payments on {target}: {} payments, workers({}), {} repetition(s), each broker in a child process of its own",
+        args.messages, args.workers, args.repetitions
+    );
+    println!("payments/s: {RATE_BASIS}");
+    println!("calls: {counted_by}");
+    println!();
+    println!(
+        "{:<44} {:>12} {:>12} {:>18}",
+        "figure (mean)", "sqs-engine", "sqs-sns", "engine / sqs-sns"
+    );
+    for figure in summary {
+        println!(
+            "{:<44} {:>12} {:>12} {:>18}",
+            figure.name,
+            show(figure.sqs_engine),
+            show(figure.sqs_sns),
+            show(figure.ratio)
+        );
+    }
+    println!();
+    for run in runs {
+        let calls = run.calls.as_ref().map_or_else(
+            || "not counted".to_owned(),
+            |calls| {
+                calls
+                    .iter()
+                    .map(|(action, count)| format!("{action} {count}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        );
+        let others = run
+            .others_in_log
+            .map(|others| {
+                format!("; other processes' calls in LocalStack's log meanwhile: {others}")
+            })
+            .unwrap_or_default();
+        println!(
+            "{} rep {}: {calls}; ledger-entries {}{}{others}",
+            run.broker.label(),
+            run.repetition + 1,
+            run.ledger_entries,
+            if run.completed { "" } else { "; INCOMPLETE" },
+        );
+    }
+}
