@@ -206,8 +206,8 @@ pub(crate) fn decode<'a>(
     (payload, headers)
 }
 
-/// The payload and headers as `decode` gives them, and whether a body marked base64 failed to decode as base64 (it is then
-/// handed on as it came).
+/// The payload and headers as `decode` gives them, and whether a body marked base64 failed to
+/// decode as base64 (it is then handed on as it came).
 fn read<'a>(
     body: &str,
     attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
