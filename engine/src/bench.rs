@@ -6,9 +6,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use tokio::sync::Semaphore;
+
+use crate::api::{
+    BoxFuture, CallError, EntryResult, QueueAttributes, ReceiveRequest, ReceivedMessage, SendEntry,
+    SqsApi,
+};
+use crate::backoff::Backoff;
+use crate::delivery::Delivery;
+use crate::handler::Handler;
 use crate::heartbeat::{HeartbeatConfig, Schedule};
 use crate::metrics::{QueueMetrics, StatsCells};
 use crate::outcome::Outcome;
+use crate::queue::{OpenOptions, QueueRuntime};
 use crate::settle::coalescer::{Coalescer, CoalescerConfig, Entry, FlushReason, Lane};
 
 /// The settlement coalescer, with `u64` tokens.
@@ -132,5 +142,157 @@ impl MetricsBench {
             m.flushed(Lane::Delete, FlushReason::Full, 10);
             m.call(crate::metrics::Action::DeleteMessageBatch, true);
         }
+    }
+}
+
+/// The engine's path from a received batch to its handlers, in process: each message made a
+/// delivery (heartbeat registration and metrics included), the batch started as
+/// [`Engine::run`](crate::Engine::run) starts it (one task for the receive batch, a worker
+/// permit per message), each handler invoked, and its outcome settled into the coalescer.
+/// No receiver, flusher or network: the settlement batches are taken as due and finished at
+/// once.
+pub struct DispatchBench {
+    queue: Arc<QueueRuntime>,
+    workers: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for DispatchBench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DispatchBench")
+    }
+}
+
+impl DispatchBench {
+    /// Opens a queue on a stand-in for SQS, with a 30 s visibility timeout and the heartbeat
+    /// on or off. Needs a tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// When the stand-in queue cannot be opened (it always can).
+    pub async fn new(heartbeat: bool) -> Self {
+        let (queue, _) = QueueRuntime::open(
+            Arc::new(StandIn),
+            OpenOptions {
+                queue: "bench".into(),
+                visibility_timeout: Some(30),
+                backoff: Backoff::default(),
+                coalescer: CoalescerConfig {
+                    max_batch: 10,
+                    max_wait: Duration::from_millis(5),
+                    max_in_flight: 16,
+                },
+                heartbeat: heartbeat.then_some(None),
+                redrive: None,
+                create_if_missing: false,
+            },
+            Arc::new(StatsCells::default()),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("the stand-in queue opens: {error}"));
+        Self {
+            queue: Arc::new(queue),
+            workers: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+        }
+    }
+
+    /// Hands `batch` to `handler` as the engine does, waits until every handler returned and
+    /// settled, and returns the settlement entries taken from the coalescer.
+    ///
+    /// # Panics
+    ///
+    /// When a handler panics.
+    pub async fn dispatch<H: Handler>(
+        &self,
+        handler: &Arc<H>,
+        batch: Vec<ReceivedMessage>,
+    ) -> usize {
+        let now = Instant::now();
+        let mut handles = Vec::with_capacity(batch.len());
+        for message in batch {
+            let delivery = Delivery::new(Arc::clone(&self.queue), message, None, now, now);
+            let permit = Arc::clone(&self.workers)
+                .try_acquire_owned()
+                .unwrap_or_else(|_| panic!("the bench's worker pool has room"));
+            handles.push(crate::engine::handle_one(
+                Arc::clone(handler),
+                delivery,
+                permit,
+            ));
+        }
+        tokio::spawn(crate::engine::JoinAll::new(handles))
+            .await
+            .unwrap_or_else(|error| panic!("a handler panicked: {error}"));
+        crate::settle::take_due(&self.queue)
+    }
+}
+
+/// A stand-in for SQS that answers at once: receives never answer, batch calls succeed.
+struct StandIn;
+
+impl SqsApi for StandIn {
+    fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(async move { Ok(format!("http://sqs.bench/000000000000/{name}")) })
+    }
+
+    fn create_queue<'a>(
+        &'a self,
+        name: &'a str,
+        _attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        self.queue_url(name)
+    }
+
+    fn queue_attributes<'a>(
+        &'a self,
+        _url: &'a str,
+    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+        Box::pin(async {
+            Ok(QueueAttributes {
+                visibility_timeout: Some(30),
+                ..QueueAttributes::default()
+            })
+        })
+    }
+
+    fn set_queue_attributes<'a>(
+        &'a self,
+        _url: &'a str,
+        _attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn receive<'a>(
+        &'a self,
+        _request: &'a ReceiveRequest<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        Box::pin(std::future::pending())
+    }
+
+    fn delete_message_batch<'a>(
+        &'a self,
+        _url: &'a str,
+        handles: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        let answer = vec![EntryResult::Ok; handles.len()];
+        Box::pin(async move { Ok(answer) })
+    }
+
+    fn change_message_visibility_batch<'a>(
+        &'a self,
+        _url: &'a str,
+        entries: &'a [(&'a str, u32)],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        let answer = vec![EntryResult::Ok; entries.len()];
+        Box::pin(async move { Ok(answer) })
+    }
+
+    fn send_message_batch<'a>(
+        &'a self,
+        _url: &'a str,
+        entries: &'a [SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        let answer = vec![EntryResult::Ok; entries.len()];
+        Box::pin(async move { Ok(answer) })
     }
 }

@@ -153,6 +153,14 @@ impl Consumer {
         Some(delivery)
     }
 
+    /// The next delivery of the receive batch already taken in, without waiting: `None` when
+    /// the batch [`recv`](Self::recv) last took from is used up.
+    pub(crate) fn try_recv_buffered(&mut self) -> Option<Delivery> {
+        let delivery = self.buffered.pop_front()?;
+        self.handle.inner.queue.metrics.prefetched(-1.0);
+        Some(delivery)
+    }
+
     /// The deliveries of the next receive call, at most `max` (at least one), or `None` once
     /// the consumer stopped receiving and has nothing left. A receive larger than `max` is
     /// handed out over several calls, in order.
@@ -212,7 +220,7 @@ pub(crate) fn return_all(queue: &QueueRuntime, deliveries: Vec<Delivery>) {
     info!(queue = %queue.name, messages = deliveries.len(), "returning messages not started");
     queue.metrics.prefetched(-(deliveries.len() as f64));
     for delivery in deliveries {
-        drop(delivery.settle(Outcome::Retry));
+        delivery.settle_detached(Outcome::Retry);
     }
 }
 

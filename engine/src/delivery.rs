@@ -77,6 +77,11 @@ impl Delivery {
         self.ticket.settle(outcome)
     }
 
+    /// Settles the message with `outcome`, for a caller that does not wait for the answer.
+    pub(crate) fn settle_detached(self, outcome: Outcome) {
+        self.ticket.settle_detached(outcome);
+    }
+
     pub(crate) fn queue(&self) -> &Arc<QueueRuntime> {
         &self.ticket.queue
     }
@@ -143,6 +148,19 @@ impl Ticket {
     /// The entry is queued before this returns. Dropping the [`Settlement`] does not withdraw
     /// it: it is sent all the same, and only its answer is lost.
     pub fn settle(mut self, outcome: Outcome) -> Settlement {
+        let request = self.request(outcome);
+        settle::enqueue(&self.queue, request)
+    }
+
+    /// Settles the message with `outcome` as [`settle`](Self::settle) does, for a caller that
+    /// does not wait for the answer: the flusher records and logs it all the same.
+    pub(crate) fn settle_detached(mut self, outcome: Outcome) {
+        let request = self.request(outcome);
+        settle::enqueue_detached(&self.queue, request);
+    }
+
+    /// Marks the ticket settled and makes the entry for `outcome`.
+    fn request(&mut self, outcome: Outcome) -> Request {
         self.settled = true;
         let slot = self.slot.take();
         let visible_until = self.stop_heartbeat().unwrap_or(self.visible_until);
@@ -177,18 +195,15 @@ impl Ticket {
                 );
             }
         }
-        settle::enqueue(
-            queue,
-            Request {
-                receipt: Arc::clone(&self.receipt),
-                outcome,
-                lane,
-                visibility,
-                message_id: Arc::clone(&self.message_id),
-                visible_until,
-                slot,
-            },
-        )
+        Request {
+            receipt: Arc::clone(&self.receipt),
+            outcome,
+            lane,
+            visibility,
+            message_id: Arc::clone(&self.message_id),
+            visible_until,
+            slot,
+        }
     }
 
     /// Stops the heartbeat for this delivery; returns its deadline as last extended.

@@ -2,12 +2,15 @@
 //! together.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 use tracing::{Instrument, debug_span, error, info, warn};
 
 use crate::api::SqsApi;
@@ -551,126 +554,235 @@ impl Engine {
         let workers = self.workers;
         let shutdown_timeout = self.shutdown_timeout;
         let stats = Arc::clone(&self.stats);
-        let mut consumer = self.consumer().await?;
-        let control = consumer.handle();
+        let consumer = self.consumer().await?;
+        // The dispatch loop runs as a task of the runtime, not on the caller's thread (often
+        // the `block_on` of `main`): the handlers it starts and the wake-ups it gets then stay
+        // on the runtime's workers instead of crossing threads for each message. Dropping this
+        // future aborts it, as it stopped the loop before.
+        let dispatcher = AbortOnDropHandle::new(tokio::spawn(dispatch_until_shutdown(
+            consumer,
+            dispatch,
+            shutdown,
+            workers,
+            shutdown_timeout,
+        )));
+        match dispatcher.await {
+            Ok(()) => Ok(stats.snapshot()),
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // Cancelled only when the runtime shuts down under it.
+            Err(_) => Ok(stats.snapshot()),
+        }
+    }
+}
 
-        let stop = CancellationToken::new();
-        let watcher = {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = shutdown => stop.cancel(),
-                    () = stop.cancelled() => {}
-                }
-            })
-        };
+/// Hands the deliveries to the handlers until `shutdown` completes, then shuts the consumer
+/// down: the receivers stop, what was not started goes back, running handlers get
+/// `shutdown_timeout`, and every settlement is sent.
+async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
+    mut consumer: Consumer,
+    dispatch: Dispatch<S, B>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    workers: usize,
+    shutdown_timeout: Duration,
+) {
+    let control = consumer.handle();
 
-        let tasks = TaskTracker::new();
-        let workers = Arc::new(Semaphore::new(workers));
-        let abort = CancellationToken::new();
-        let mut returned = Vec::new();
-        'receive: loop {
-            match &dispatch {
-                Dispatch::Single(handler) => {
-                    let delivery = tokio::select! {
-                        biased;
-                        () = stop.cancelled() => break 'receive,
-                        delivery = consumer.recv() => match delivery {
-                            Some(delivery) => delivery,
-                            None => break 'receive,
-                        },
+    let stop = CancellationToken::new();
+    let watcher = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown => stop.cancel(),
+                () = stop.cancelled() => {}
+            }
+        })
+    };
+
+    let tasks = TaskTracker::new();
+    let workers = Arc::new(Semaphore::new(workers));
+    let abort = CancellationToken::new();
+    let mut returned = Vec::new();
+    'receive: loop {
+        match &dispatch {
+            Dispatch::Single(handler) => {
+                let delivery = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break 'receive,
+                    delivery = consumer.recv() => match delivery {
+                        Some(delivery) => delivery,
+                        None => break 'receive,
+                    },
+                };
+                let permit = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => {
+                        returned.push(delivery);
+                        break 'receive;
+                    }
+                    permit = Arc::clone(&workers).acquire_owned() => permit,
+                };
+                // The rest of the same receive batch that can start now (a free worker
+                // each) starts with it, on one task: its handlers still run concurrently
+                // and settle each on its own, but the batch stays on one thread and costs
+                // one spawn instead of one per message.
+                let Ok(permit) = permit else {
+                    // The pool's semaphore is never closed.
+                    returned.push(delivery);
+                    break 'receive;
+                };
+                let mut group = Vec::with_capacity(GROUP_MAX);
+                group.push((delivery, permit));
+                while group.len() < GROUP_MAX {
+                    let Ok(permit) = Arc::clone(&workers).try_acquire_owned() else {
+                        break;
                     };
-                    let permit = tokio::select! {
-                        biased;
-                        () = stop.cancelled() => {
-                            returned.push(delivery);
-                            break 'receive;
-                        }
-                        permit = Arc::clone(&workers).acquire_owned() => permit,
+                    let Some(delivery) = consumer.try_recv_buffered() else {
+                        break;
                     };
-                    let handler = Arc::clone(handler);
-                    let abort = abort.clone();
-                    let queue = Arc::clone(delivery.queue());
-                    let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
-                    tasks.spawn(
-                        async move {
-                            let _permit = permit;
-                            let (message, ticket) = delivery.into_parts();
-                            let timer = HandlerTimer::start(&queue);
-                            let outcome = tokio::select! {
-                                outcome = handler.handle(message) => outcome,
-                                () = abort.cancelled() => return,
-                            };
-                            drop(timer);
-                            // Queued now; the answer is recorded and logged by the flusher.
-                            drop(ticket.settle(outcome));
-                        }
-                        .instrument(span),
-                    );
+                    group.push((delivery, permit));
                 }
-                Dispatch::Batch(handler) => {
-                    let batch = tokio::select! {
-                        biased;
-                        () = stop.cancelled() => break 'receive,
-                        batch = consumer.recv_batch(10) => match batch {
-                            Some(batch) => batch,
-                            None => break 'receive,
-                        },
-                    };
-                    let permit = tokio::select! {
-                        biased;
-                        () = stop.cancelled() => {
-                            returned.extend(batch);
-                            break 'receive;
-                        }
-                        permit = Arc::clone(&workers).acquire_owned() => permit,
-                    };
-                    let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
-                        continue;
-                    };
-                    let handler = Arc::clone(handler);
-                    let abort = abort.clone();
-                    let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
-                    tasks.spawn(
-                        async move {
-                            let _permit = permit;
-                            let (messages, tickets): (Vec<_>, Vec<_>) =
-                                batch.into_iter().map(Delivery::into_parts).unzip();
-                            let timer = HandlerTimer::start(&queue);
-                            let outcome = tokio::select! {
-                                outcome = handler.handle(messages) => outcome,
-                                () = abort.cancelled() => return,
-                            };
-                            drop(timer);
-                            settle_batch(&queue.name, tickets, outcome);
-                        }
-                        .instrument(span),
-                    );
+                let abort = abort.clone();
+                let handles: Vec<_> = group
+                    .into_iter()
+                    .map(|(delivery, permit)| handle_one(Arc::clone(handler), delivery, permit))
+                    .collect();
+                tasks.spawn(async move {
+                    tokio::select! {
+                        () = JoinAll::new(handles) => {}
+                        () = abort.cancelled() => {}
+                    }
+                });
+            }
+            Dispatch::Batch(handler) => {
+                let batch = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break 'receive,
+                    batch = consumer.recv_batch(10) => match batch {
+                        Some(batch) => batch,
+                        None => break 'receive,
+                    },
+                };
+                let permit = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => {
+                        returned.extend(batch);
+                        break 'receive;
+                    }
+                    permit = Arc::clone(&workers).acquire_owned() => permit,
+                };
+                let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
+                    continue;
+                };
+                let handler = Arc::clone(handler);
+                let abort = abort.clone();
+                let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
+                tasks.spawn(
+                    async move {
+                        let _permit = permit;
+                        let (messages, tickets): (Vec<_>, Vec<_>) =
+                            batch.into_iter().map(Delivery::into_parts).unzip();
+                        let timer = HandlerTimer::start(&queue);
+                        let outcome = tokio::select! {
+                            outcome = handler.handle(messages) => outcome,
+                            () = abort.cancelled() => return,
+                        };
+                        drop(timer);
+                        settle_batch(&queue.name, tickets, outcome);
+                    }
+                    .instrument(span),
+                );
+            }
+        }
+    }
+
+    // Shutdown: no more receives; what was received but not started goes back at once.
+    stop.cancel();
+    let _ = watcher.await;
+    // Handed out but not started: they no longer count as prefetched, and go back too.
+    for delivery in returned {
+        delivery.settle_detached(Outcome::Retry);
+    }
+    consumer.close().await;
+    tasks.close();
+    if tokio::time::timeout(shutdown_timeout, tasks.wait())
+        .await
+        .is_err()
+    {
+        warn!(queue = control.queue(), timeout = ?shutdown_timeout, "handlers still running at the shutdown timeout; dropping them unsettled");
+        abort.cancel();
+        tasks.wait().await;
+    }
+    // Every handler is done: no delivery is left to keep invisible.
+    control.shutdown().await;
+    drop(consumer);
+}
+
+/// The most deliveries of one receive batch started on one task.
+const GROUP_MAX: usize = 10;
+
+/// One message through the handler and on to its settlement, holding a worker until done.
+pub(crate) fn handle_one<H: Handler>(
+    handler: Arc<H>,
+    delivery: Delivery,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    let queue = Arc::clone(delivery.queue());
+    let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
+    Box::pin(
+        async move {
+            let _permit = permit;
+            let (message, ticket) = delivery.into_parts();
+            let timer = HandlerTimer::start(&queue);
+            let outcome = handler.handle(message).await;
+            drop(timer);
+            // Queued now; the answer is recorded and logged by the flusher.
+            ticket.settle_detached(outcome);
+        }
+        .instrument(span),
+    )
+}
+
+/// Runs handler futures concurrently until all are done. A future that panics is dropped
+/// (its message left unsettled, as a panicking handler on a task of its own would leave it)
+/// and the others go on.
+pub(crate) struct JoinAll {
+    futures: Vec<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    left: usize,
+}
+
+impl JoinAll {
+    pub(crate) fn new(futures: Vec<Pin<Box<dyn Future<Output = ()> + Send>>>) -> Self {
+        let left = futures.len();
+        Self {
+            futures: futures.into_iter().map(Some).collect(),
+            left,
+        }
+    }
+}
+
+impl Future for JoinAll {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        for slot in &mut this.futures {
+            let Some(future) = slot else {
+                continue;
+            };
+            let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+            match polled {
+                Ok(Poll::Pending) => {}
+                Ok(Poll::Ready(())) | Err(_) => {
+                    *slot = None;
+                    this.left -= 1;
                 }
             }
         }
-
-        // Shutdown: no more receives; what was received but not started goes back at once.
-        stop.cancel();
-        let _ = watcher.await;
-        // Handed out but not started: they no longer count as prefetched, and go back too.
-        for delivery in returned {
-            drop(delivery.settle(Outcome::Retry));
+        if this.left == 0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-        consumer.close().await;
-        tasks.close();
-        if tokio::time::timeout(shutdown_timeout, tasks.wait())
-            .await
-            .is_err()
-        {
-            warn!(queue = control.queue(), timeout = ?shutdown_timeout, "handlers still running at the shutdown timeout; dropping them unsettled");
-            abort.cancel();
-            tasks.wait().await;
-        }
-        // Every handler is done: no delivery is left to keep invisible.
-        control.shutdown().await;
-        drop(consumer);
-        Ok(stats.snapshot())
     }
 }
 
@@ -703,7 +815,7 @@ fn settle_batch(queue: &str, tickets: Vec<crate::delivery::Ticket>, outcome: Bat
     match outcome {
         BatchOutcome::All(outcome) => {
             for ticket in tickets {
-                drop(ticket.settle(outcome));
+                ticket.settle_detached(outcome);
             }
         }
         BatchOutcome::Each(outcomes) => {
@@ -716,7 +828,7 @@ fn settle_batch(queue: &str, tickets: Vec<crate::delivery::Ticket>, outcome: Bat
                 );
             }
             for (ticket, outcome) in tickets.into_iter().zip(outcomes) {
-                drop(ticket.settle(outcome));
+                ticket.settle_detached(outcome);
             }
         }
     }
@@ -739,5 +851,43 @@ impl Handler for NoHandler {
 impl BatchHandler for NoHandler {
     async fn handle(&self, _messages: Vec<crate::message::Message>) -> BatchOutcome {
         BatchOutcome::All(Outcome::Retry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A handler future that yields once (so the others run meanwhile), then counts itself
+    /// done, or panics.
+    fn step(done: &Arc<AtomicUsize>, panics: bool) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let done = Arc::clone(done);
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            assert!(!panics, "this handler panics");
+            done.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+
+    #[tokio::test]
+    async fn the_handlers_of_a_group_all_finish_though_one_of_them_panics() {
+        let done = Arc::new(AtomicUsize::new(0));
+        let group = vec![
+            step(&done, false),
+            step(&done, true),
+            step(&done, false),
+            step(&done, false),
+        ];
+        tokio::spawn(JoinAll::new(group))
+            .await
+            .expect("the group's task survives a panicking handler");
+        assert_eq!(done.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_empty_group_is_done_at_once() {
+        JoinAll::new(Vec::new()).await;
     }
 }

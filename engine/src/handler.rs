@@ -8,8 +8,12 @@ use crate::outcome::{BatchOutcome, Outcome};
 /// Handles one message at a time.
 ///
 /// Any `Fn(Message) -> impl Future<Output = Outcome>` that is `Send + Sync + 'static` is a
-/// handler. The engine runs up to `workers` handlers at once, each on its own task, so one slow
-/// message never holds up the others of its receive batch.
+/// handler. The engine runs up to `workers` handlers at once, concurrently: the messages of one
+/// receive batch that start together share a task, each handler its own future, and each
+/// message is settled as soon as its own handler returns, so one slow message never holds up
+/// the others of its receive batch. A handler that blocks its thread (synchronous I/O, long
+/// computation) does hold up the others of its task: run such work with
+/// `tokio::task::spawn_blocking`.
 ///
 /// A handler that panics, or whose future the engine drops at the end of the shutdown timeout,
 /// leaves its message unsettled: no call is made, and the message comes back when its

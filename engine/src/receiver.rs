@@ -150,7 +150,7 @@ fn return_at_once(
             window_start,
             received_at,
         );
-        drop(delivery.settle(crate::outcome::Outcome::Retry));
+        delivery.settle_detached(crate::outcome::Outcome::Retry);
     }
 }
 

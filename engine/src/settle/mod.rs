@@ -113,8 +113,25 @@ pub(crate) fn enqueue(queue: &QueueRuntime, request: Request) -> Settlement {
         queue: Arc::clone(&queue.name),
         message_id: Arc::clone(&request.message_id),
     };
+    push(queue, request, Some(tx));
+    settlement
+}
+
+/// Queues a settlement whose answer nobody waits for: it is sent, recorded and logged as any
+/// other, without a channel for the answer.
+pub(crate) fn enqueue_detached(queue: &QueueRuntime, request: Request) {
+    push(queue, request, None);
+}
+
+/// Pushes a settlement's entry into the coalescer, or answers it at once when the flusher has
+/// stopped.
+fn push(
+    queue: &QueueRuntime,
+    request: Request,
+    tx: Option<oneshot::Sender<Result<(), SettleError>>>,
+) {
     let completion = Completion {
-        tx: Some(tx),
+        tx,
         outcome: request.outcome,
         message_id: request.message_id,
         visible_until: request.visible_until,
@@ -142,7 +159,22 @@ pub(crate) fn enqueue(queue: &QueueRuntime, request: Request) -> Settlement {
         drop(state);
         queue.settler.wake.notify_one();
     }
-    settlement
+}
+
+/// Takes every batch due now and finishes it at once, as if SQS had answered it, without
+/// answering its entries; returns the entries taken. For the benches, which run no flusher.
+#[cfg(feature = "bench")]
+pub(crate) fn take_due(queue: &QueueRuntime) -> usize {
+    let now = Instant::now();
+    let mut state = queue.settler.lock();
+    let mut taken = 0;
+    while let Some(batch) = state.coalescer.poll_batch(now) {
+        taken += batch.entries.len();
+        state
+            .coalescer
+            .finish(batch.lane, batch.entries.iter().map(|e| &e.receipt));
+    }
+    taken
 }
 
 /// Queues heartbeat extensions on the visibility lane, with one wake-up for all of them.
