@@ -30,8 +30,11 @@ mod fill;
 mod report;
 mod seed;
 mod serve;
-mod server;
 mod target;
+
+// The embedded server is the library's (`loadtest::server`), so that the benches can start it
+// too; `crate::server` names it here as before.
+use loadtest::server;
 
 use std::process::ExitCode;
 

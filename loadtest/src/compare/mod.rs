@@ -3,6 +3,12 @@
 //! measures itself; every figure is also given as a ratio against the naive loop and the raw
 //! ceiling measured in the same run.
 //!
+//! Latencies: `settle` is handler return to SQS's answer for the settlement, measured in the
+//! child; `send>handler` is the send time (written in the body) to handler start, measured in
+//! the child; `send>settled` is the embedded server's own `SendMessage` to its answer to the
+//! message's delete (so an ack or drop settled), measured by the server for every system
+//! alike, and absent on other targets.
+//!
 //! Layout: [`scenario`] says what is run, [`systems`] the systems (one module each),
 //! [`job`] what parent and child exchange, [`child`] the child side, [`probe`] and
 //! [`recorder`] what a child measures, [`summary`] the aggregation, table and goals,
@@ -32,6 +38,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use self::job::{ChildResult, Job};
+use self::probe::Percentiles;
 pub(crate) use self::scenario::{Scenario, ScenarioKind};
 use self::summary::Summary;
 pub(crate) use self::systems::System;
@@ -186,6 +193,20 @@ impl ServerCalls {
         Some(calls)
     }
 
+    /// How old the messages of the queue at `queue_url` were when the server answered their
+    /// deletes, from their send: only the embedded server knows.
+    fn deleted_ages(&self, queue_url: &str) -> Option<Percentiles> {
+        let Self::Embedded(server) = self else {
+            return None;
+        };
+        server.deleted_ages(queue_url).map(|ages| Percentiles {
+            count: ages.count,
+            p50_ms: ages.p50_ms,
+            p99_ms: ages.p99_ms,
+            max_ms: ages.max_ms,
+        })
+    }
+
     /// Every call since `mark`, by action.
     pub(crate) fn all_since(&self, mark: &Mark) -> Option<BTreeMap<String, u64>> {
         match (self, mark) {
@@ -334,6 +355,9 @@ pub(crate) struct RunRecord {
     pub(crate) result: ChildResult,
     /// The calls the server saw during the run, by action; `None` when not countable.
     pub(crate) server_calls: Option<BTreeMap<String, u64>>,
+    /// Send time to the server's answer to the delete, of the messages deleted (acked or
+    /// dropped), as the embedded server measured it; `None` on any other target.
+    pub(crate) e2e_settled: Option<Percentiles>,
 }
 
 /// A whole comparison, as written to JSON.
@@ -513,6 +537,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
                 let server_calls = target.calls.since(&mark);
+                let e2e_settled = target.calls.deleted_ages(&queue_url);
                 if let Err(error) = client.delete_queue().queue_url(&queue_url).send().await {
                     warn!(queue, error = %DisplayErrorContext(error), "deleting the queue failed");
                 }
@@ -522,6 +547,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     position,
                     result,
                     server_calls,
+                    e2e_settled,
                 });
             }
         }

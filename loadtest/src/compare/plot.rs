@@ -166,11 +166,11 @@ pub(crate) fn svg(comparison: &Comparison) -> String {
                 );
             }
         }
-        // Latency panel: settlement p50, p99 and e2e p99, per system.
+        // Latency panel: settlement p50, p99 and send-to-handler-start p99, per system.
         let x0 = PANEL_W + MARGIN;
         let _ = writeln!(
             out,
-            r#"<text x="{x0}" y="{}" font-weight="bold">{}: settlement p50 / p99, e2e p99 (ms, log scale)</text>"#,
+            r#"<text x="{x0}" y="{}" font-weight="bold">{}: settlement p50 / p99, send-to-handler p99 (ms, log scale)</text>"#,
             y0 - 6.0,
             scenario.kind.name()
         );

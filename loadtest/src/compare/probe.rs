@@ -84,9 +84,6 @@ pub(crate) struct Probe {
     pub(crate) done: CancellationToken,
     /// Given a permit at every finished message (the light-load sender waits on it).
     pub(crate) settled: Notify,
-    /// Given a permit whenever a system reports a settlement answered without counting it
-    /// finished itself (sqs-engine's recorder): its counters are worth reading then.
-    pub(crate) settlement_seen: Notify,
     /// Send time (from the body) to handler start.
     pub(crate) e2e: Latencies,
     /// Handler return to SQS's answer for its settlement.
@@ -106,7 +103,6 @@ impl Probe {
             end_micros: AtomicU64::new(0),
             done: CancellationToken::new(),
             settled: Notify::new(),
-            settlement_seen: Notify::new(),
             e2e: Latencies::new(),
             settlement: Latencies::new(),
             round_trip: Latencies::new(),
@@ -129,15 +125,6 @@ impl Probe {
         }
         let now = self.finished.fetch_add(count, Ordering::Relaxed) + count;
         self.after_finishing(now, count);
-    }
-
-    /// The system's own count of finished messages is now `total` (for systems that count
-    /// them themselves); a smaller total than before is ignored.
-    pub(crate) fn finished_total(&self, total: u64) {
-        let before = self.finished.fetch_max(total, Ordering::Relaxed);
-        if total > before {
-            self.after_finishing(total, total - before);
-        }
     }
 
     /// Signals the sender and, at the target, the end.
@@ -186,7 +173,7 @@ mod tests {
         let probe = Probe::new(3);
         probe.finished(2);
         assert!(!probe.done.is_cancelled());
-        probe.finished_total(3);
+        probe.finished(1);
         assert!(probe.done.is_cancelled());
         let end = probe.elapsed_secs();
         probe.finished(5);

@@ -1,19 +1,25 @@
-//! A `metrics` recorder for the sqs-engine child: it feeds the engine's settlement latency
-//! histogram (`sqs_engine_settlement_latency_seconds`, every action) into the probe's
-//! settlement latencies, wakes the probe's `settlement_seen` at each, and ignores every
-//! other metric.
+//! A `metrics` recorder for the sqs-engine child: it counts the engine's successful `ack` and
+//! `drop` settlements (`sqs_engine_settlements_total`) as finished messages in the probe, feeds
+//! the engine's settlement latency histogram (`sqs_engine_settlement_latency_seconds`, every
+//! action) into the probe's settlement latencies, and ignores every other metric.
+//!
+//! Both happen inline, where the engine records them, as the other systems record theirs: no
+//! task polls the engine's counters.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use metrics::{
-    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+    SharedString, Unit,
 };
 
 use super::probe::Probe;
 
 /// The engine's settlement latency histogram.
 const SETTLEMENT_LATENCY: &str = "sqs_engine_settlement_latency_seconds";
+/// The engine's settlements counter, by `outcome` and `result`.
+const SETTLEMENTS: &str = "sqs_engine_settlements_total";
 
 /// The recorder: settlement latencies into a probe, nothing else.
 #[derive(Debug)]
@@ -38,8 +44,35 @@ impl HistogramFn for SettlementHistogram {
         if value.is_finite() && value >= 0.0 {
             self.0.settlement.record(Duration::from_secs_f64(value));
         }
-        self.0.settlement_seen.notify_one();
     }
+}
+
+/// The counter handle of successful `ack` or `drop` settlements: each is a finished message.
+/// The engine counts a settlement before it records its latency.
+#[derive(Debug)]
+struct FinishedCounter(Arc<Probe>);
+
+impl CounterFn for FinishedCounter {
+    fn increment(&self, value: u64) {
+        self.0.finished(value);
+    }
+
+    fn absolute(&self, _value: u64) {}
+}
+
+/// Whether `key` is the settlements counter of a message that is finished: `ack` or `drop`,
+/// answered `ok`.
+fn counts_finished(key: &Key) -> bool {
+    if key.name() != SETTLEMENTS {
+        return false;
+    }
+    let label = |name: &str| {
+        key.labels()
+            .find(|label| label.key() == name)
+            .map(|label| label.value().to_owned())
+    };
+    matches!(label("outcome").as_deref(), Some("ack" | "drop"))
+        && label("result").as_deref() == Some("ok")
 }
 
 impl Recorder for SettlementRecorder {
@@ -49,8 +82,12 @@ impl Recorder for SettlementRecorder {
 
     fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
 
-    fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::noop()
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        if counts_finished(key) {
+            Counter::from_arc(Arc::new(FinishedCounter(Arc::clone(&self.probe))))
+        } else {
+            Counter::noop()
+        }
     }
 
     fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
@@ -81,5 +118,22 @@ mod tests {
         let settled = probe.settlement.percentiles().unwrap_or_default();
         assert_eq!(settled.count, 1);
         assert!((settled.max_ms - 2.0).abs() < 0.01, "{settled:?}");
+    }
+
+    #[test]
+    fn only_successful_acks_and_drops_finish_messages() {
+        let probe = Arc::new(Probe::new(100));
+        let recorder = SettlementRecorder::new(Arc::clone(&probe));
+        metrics::with_local_recorder(&recorder, || {
+            let counter = |outcome: &'static str, result: &'static str| metrics::counter!(SETTLEMENTS, "queue" => "q", "outcome" => outcome, "result" => result);
+            counter("ack", "ok").increment(3);
+            counter("drop", "ok").increment(2);
+            counter("ack", "error").increment(5);
+            counter("retry", "ok").increment(7);
+            counter("retry_after", "ok").increment(11);
+            metrics::counter!("sqs_engine_calls_total", "outcome" => "ack", "result" => "ok")
+                .increment(13);
+        });
+        assert_eq!(probe.finished_count(), 5);
     }
 }

@@ -35,8 +35,12 @@ pub(crate) struct Ratios {
     pub(crate) cpu_per_message: Option<f64>,
     /// Settlement latency p99, this ÷ reference.
     pub(crate) settlement_p99: Option<f64>,
-    /// End-to-end latency p99, this ÷ reference.
+    /// End-to-end latency p99 to handler start (send time to handler start), this ÷
+    /// reference.
     pub(crate) e2e_p99: Option<f64>,
+    /// End-to-end latency p99 to the settlement answered (send to the server's answer to the
+    /// delete), this ÷ reference.
+    pub(crate) e2e_settled_p99: Option<f64>,
 }
 
 /// One scenario and system, over every repetition.
@@ -70,6 +74,9 @@ pub(crate) struct Row {
     pub(crate) settlement: Option<Percentiles>,
     /// Send time to handler start, means of the runs' percentiles.
     pub(crate) e2e: Option<Percentiles>,
+    /// Send time to the server's answer to the message's delete (the settlement of an ack or
+    /// a drop answered), means of the runs' percentiles; the embedded server only.
+    pub(crate) e2e_settled: Option<Percentiles>,
     /// SendMessage round trips (light load only).
     pub(crate) round_trip: Option<Percentiles>,
     /// Against the naive loop of the same scenario.
@@ -166,6 +173,8 @@ impl Row {
             .filter_map(|r| r.result.settlement.as_ref())
             .collect();
         let e2es: Vec<&Percentiles> = runs.iter().filter_map(|r| r.result.e2e.as_ref()).collect();
+        let e2es_settled: Vec<&Percentiles> =
+            runs.iter().filter_map(|r| r.e2e_settled.as_ref()).collect();
         let trips: Vec<&Percentiles> = runs
             .iter()
             .filter_map(|r| r.result.round_trip.as_ref())
@@ -198,6 +207,7 @@ impl Row {
                 .fold(0.0, f64::max),
             settlement: mean_percentiles(settlements.iter().copied()),
             e2e: mean_percentiles(e2es.iter().copied()),
+            e2e_settled: mean_percentiles(e2es_settled.iter().copied()),
             round_trip: mean_percentiles(trips.iter().copied()),
             vs_naive: Ratios::default(),
             vs_ceiling: Ratios::default(),
@@ -221,6 +231,10 @@ impl Row {
                 reference.settlement.map(|p| p.p99_ms),
             ),
             e2e_p99: ratio(self.e2e.map(|p| p.p99_ms), reference.e2e.map(|p| p.p99_ms)),
+            e2e_settled_p99: ratio(
+                self.e2e_settled.map(|p| p.p99_ms),
+                reference.e2e_settled.map(|p| p.p99_ms),
+            ),
         }
     }
 }
@@ -374,7 +388,7 @@ impl fmt::Display for Summary {
         writeln!(f, "comparison on {}", self.target)?;
         writeln!(
             f,
-            "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>16}",
+            "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20}",
             "scenario",
             "system",
             "msg/s",
@@ -386,7 +400,8 @@ impl fmt::Display for Summary {
             "xnaive",
             "rss MiB",
             "settle p50/p99/max ms",
-            "e2e p50/p99 ms"
+            "send>handler p50/p99",
+            "send>settled p50/p99"
         )?;
         for row in &self.rows {
             let settle = row.settlement.map_or_else(
@@ -394,6 +409,10 @@ impl fmt::Display for Summary {
                 |p| format!("{:.2}/{:.2}/{:.1}", p.p50_ms, p.p99_ms, p.max_ms),
             );
             let e2e = row.e2e.map_or_else(
+                || "n/a".to_owned(),
+                |p| format!("{:.1}/{:.1}", p.p50_ms, p.p99_ms),
+            );
+            let e2e_settled = row.e2e_settled.map_or_else(
                 || "n/a".to_owned(),
                 |p| format!("{:.1}/{:.1}", p.p50_ms, p.p99_ms),
             );
@@ -411,7 +430,7 @@ impl fmt::Display for Summary {
             let rate_ratio = |ratio: Option<f64>| if light { "-".to_owned() } else { times(ratio) };
             writeln!(
                 f,
-                "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>16}{}",
+                "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20}{}",
                 row.scenario.name(),
                 row.system.name(),
                 rate,
@@ -424,6 +443,7 @@ impl fmt::Display for Summary {
                 row.peak_rss_mib,
                 settle,
                 e2e,
+                e2e_settled,
                 if row.completed { "" } else { "  INCOMPLETE" }
             )?;
         }
@@ -435,7 +455,10 @@ impl fmt::Display for Summary {
         writeln!(
             f,
             "settle: handler return to SQS's answer (the two RustStream brokers: to the \
-             and_after continuation); e2e: send time to handler start."
+             and_after continuation). send>handler: send time (from the body) to handler start, \
+             in the consumer. send>settled: the server's SendMessage to its answer to the \
+             message's delete (an ack or drop settled), measured by the embedded server (n/a \
+             elsewhere). All latencies in ms."
         )?;
         if let Some(excess) = self.server_over_own_calls.filter(|e| *e > 1.02) {
             writeln!(

@@ -199,6 +199,12 @@ impl Sqs {
         }
     }
 
+    /// The ages at deletion of the messages the queue at `url` deleted (see
+    /// [`Queue::deleted_ages`]); `None` when it deleted none or does not exist.
+    pub(crate) fn deleted_ages(&self, url: &str) -> Option<super::queue::DeletedAges> {
+        self.queue(url).ok()?.deleted_ages()
+    }
+
     /// The queue named by the last path segment of `url`.
     fn queue(&self, url: &str) -> Result<Arc<Queue>, SqsError> {
         let name = url

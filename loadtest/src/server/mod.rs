@@ -22,8 +22,8 @@
 //! one way: a receipt handle that is not the latest of its message (the message was
 //! received again since, or deleted) is refused with `ReceiptHandleIsInvalid`.
 //!
-//! Layout: [`protocol`] has the wire shapes and errors, [`queue`] one queue's state,
-//! [`actions`] what each action does, and [`http`] the HTTP server.
+//! Layout: `protocol` has the wire shapes and errors, `queue` one queue's state,
+//! `actions` what each action does, and `http` the HTTP server.
 
 mod actions;
 mod http;
@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use actions::Sqs;
+pub use queue::DeletedAges;
 
 /// A running embedded SQS server. Dropping it stops the server without waiting;
 /// [`EmbeddedSqs::shutdown`] stops it and waits.
@@ -54,7 +55,7 @@ use actions::Sqs;
 /// call on a 2-core machine, loopback system calls included: some 20 000 calls a second,
 /// or on the order of 100 000 messages a second received and deleted in batches of ten.
 #[derive(Debug)]
-pub(crate) struct EmbeddedSqs {
+pub struct EmbeddedSqs {
     /// The endpoint URL to configure the SDK with, e.g. `http://127.0.0.1:40123`.
     endpoint: String,
     /// The queues and the actions on them.
@@ -77,7 +78,7 @@ impl EmbeddedSqs {
     /// # Errors
     ///
     /// When the address cannot be bound, or the thread or its runtime cannot be made.
-    pub(crate) fn start(addr: SocketAddr) -> Result<Self> {
+    pub fn start(addr: SocketAddr) -> Result<Self> {
         let listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("binding the embedded SQS server to {addr}"))?;
         listener
@@ -127,13 +128,21 @@ impl EmbeddedSqs {
     }
 
     /// The endpoint URL to configure the SDK with.
-    pub(crate) fn endpoint(&self) -> &str {
+    pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// How old the messages the queue at `queue_url` deleted were when their deletes were
+    /// answered: from the `SendMessage` (or batch entry) that stored each to the moment the
+    /// server applied its `DeleteMessage` or `DeleteMessageBatch` entry, just before it
+    /// answered. `None` when the queue deleted none, or does not exist (any more).
+    pub fn deleted_ages(&self, queue_url: &str) -> Option<DeletedAges> {
+        self.sqs.deleted_ages(queue_url)
     }
 
     /// Calls answered so far, by action name (errors included); actions never called are
     /// left out.
-    pub(crate) fn call_counts(&self) -> Vec<(&'static str, u64)> {
+    pub fn call_counts(&self) -> Vec<(&'static str, u64)> {
         self.sqs.call_counts()
     }
 
@@ -144,7 +153,7 @@ impl EmbeddedSqs {
     /// # Errors
     ///
     /// When the server's thread panicked.
-    pub(crate) async fn shutdown(mut self) -> Result<()> {
+    pub async fn shutdown(mut self) -> Result<()> {
         self.stop.cancel();
         if let Some(stopped) = self.stopped.take() {
             // Never sent: completes with an error when the sender is dropped.

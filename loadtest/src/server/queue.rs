@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hdrhistogram::Histogram;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -202,6 +203,9 @@ pub(crate) struct MessageData {
     pub(crate) md5_of_attributes: Option<String>,
     /// When it was sent, in epoch milliseconds.
     pub(crate) sent_millis: u64,
+    /// When it was sent, by the monotonic clock: its age when it is deleted is measured from
+    /// here (see [`Queue::deleted_ages`]).
+    pub(crate) sent_at: Instant,
     /// FIFO group id, as sent.
     pub(crate) group_id: Option<String>,
     /// FIFO deduplication id, as sent.
@@ -280,7 +284,26 @@ struct State {
     in_flight_count: usize,
     /// How many messages are delayed.
     delayed_count: usize,
+    /// The age of each deleted message when its delete was answered, in microseconds.
+    deleted_ages: Histogram<u64>,
 }
+
+/// The age of the messages a queue deleted, from their `SendMessage` to the answer to their
+/// `DeleteMessage` or `DeleteMessageBatch` entry, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeletedAges {
+    /// Messages deleted.
+    pub count: u64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
+}
+
+/// The longest age the histogram holds, in microseconds (ten minutes); older ones count as it.
+const MAX_AGE_MICROS: u64 = 600_000_000;
 
 /// One queue.
 #[derive(Debug)]
@@ -348,6 +371,8 @@ impl Queue {
             visible_count: 0,
             in_flight_count: 0,
             delayed_count: 0,
+            deleted_ages: Histogram::new_with_bounds(1, MAX_AGE_MICROS, 3)
+                .expect("1 µs..=10 min at 3 significant digits are valid histogram bounds"),
         };
         let settable: Vec<(&String, &String)> = attributes
             .iter()
@@ -566,6 +591,7 @@ impl Queue {
                 attributes: message.attributes,
                 md5_of_attributes,
                 sent_millis: epoch_millis(),
+                sent_at: Instant::now(),
                 group_id: message.group_id,
                 deduplication_id: message.deduplication_id,
             },
@@ -637,12 +663,33 @@ impl Queue {
     pub(crate) fn delete(&self, handle: &str) -> Result<(), SqsError> {
         let handle = self.check_handle(handle)?;
         let mut state = self.lock();
-        match state.messages.get(&handle.seq) {
-            Some(stored) if stored.receive_count == handle.receive_count => {}
+        let sent_at = match state.messages.get(&handle.seq) {
+            Some(stored) if stored.receive_count == handle.receive_count => stored.data.sent_at,
             _ => return Err(stale_handle()),
-        }
+        };
         state.remove(handle.seq);
+        let micros = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(MAX_AGE_MICROS);
+        state
+            .deleted_ages
+            .saturating_record(micros.clamp(1, MAX_AGE_MICROS));
         Ok(())
+    }
+
+    /// The ages of the messages deleted so far, from their send to their delete's answer;
+    /// `None` when none was deleted.
+    pub(crate) fn deleted_ages(&self) -> Option<DeletedAges> {
+        let state = self.lock();
+        let ages = &state.deleted_ages;
+        if ages.is_empty() {
+            return None;
+        }
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        Some(DeletedAges {
+            count: ages.len(),
+            p50_ms: ms(ages.value_at_quantile(0.5)),
+            p99_ms: ms(ages.value_at_quantile(0.99)),
+            max_ms: ms(ages.max()),
+        })
     }
 
     /// Makes the message of `handle` (its latest receive) visible `timeout` from now.

@@ -1,7 +1,8 @@
 //! sqs-engine through its native API: `Engine::run` with a handler doing the scenario's
 //! work. The engine counts its own calls ([`sqs_engine::Stats`]); its settlement latency
-//! comes from its `sqs_engine_settlement_latency_seconds` histogram, through the child's
-//! recorder ([`crate::compare::recorder`]), which also says when to read the counters.
+//! comes from its `sqs_engine_settlement_latency_seconds` histogram, and its finished messages
+//! from its `sqs_engine_settlements_total` counter, both through the child's recorder
+//! ([`crate::compare::recorder`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,24 +32,6 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
         builder = builder.visibility_timeout(Duration::from_secs(secs));
     }
     let engine = builder.build().context("configuring the engine")?;
-    let stats = engine.stats();
-    // The engine's counters are read whenever the recorder sees a settlement answered (the
-    // engine counts it before it records its latency): no polling, so an idle engine is
-    // not charged for the watcher, and the light-load sender learns of a settlement at once.
-    let watcher = {
-        let probe = Arc::clone(&probe);
-        let stats = stats.clone();
-        tokio::spawn(async move {
-            while !probe.done.is_cancelled() {
-                let now = stats.snapshot();
-                probe.finished_total(now.acked.ok + now.dropped.ok);
-                tokio::select! {
-                    () = probe.settlement_seen.notified() => {}
-                    () = probe.done.cancelled() => {}
-                }
-            }
-        })
-    };
     let behaviour = job.behaviour;
     let handler = {
         let probe = Arc::clone(&probe);
@@ -73,7 +56,6 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
         .run(handler, async move { done.cancelled().await })
         .await
         .context("running the engine")?;
-    watcher.abort();
     Ok(calls_of(&stats_at_end))
 }
 
