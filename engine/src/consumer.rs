@@ -31,6 +31,8 @@ use crate::settle::run_flusher;
 pub struct Consumer {
     rx: mpsc::Receiver<Vec<Delivery>>,
     buffered: VecDeque<Delivery>,
+    /// Room for messages received and not yet handed out: given back as they are handed out.
+    ahead: Arc<Semaphore>,
     handle: ConsumerHandle,
 }
 
@@ -73,6 +75,8 @@ pub(crate) struct ConsumerConfig {
     pub(crate) receivers: usize,
     /// Messages held at once: handed out and unsettled, or waiting to be handed out.
     pub(crate) capacity: usize,
+    /// Of those, the most received and not yet handed out (at least one receive batch).
+    pub(crate) ahead: usize,
     pub(crate) receive: ReceiverConfig,
 }
 
@@ -101,6 +105,9 @@ impl Consumer {
         let stop_receiving = CancellationToken::new();
         let receivers = TaskTracker::new();
         let slots = Arc::new(Semaphore::new(config.capacity));
+        let ahead = Arc::new(Semaphore::new(
+            config.ahead.max(usize::from(config.receive.max_messages)),
+        ));
         let (tx, rx) = mpsc::channel::<Vec<Delivery>>(config.capacity.max(1));
         for index in 0..config.receivers {
             receivers.spawn_on(
@@ -108,6 +115,7 @@ impl Consumer {
                     Arc::clone(&queue),
                     config.receive,
                     Arc::clone(&slots),
+                    Arc::clone(&ahead),
                     tx.clone(),
                     stop_receiving.child_token(),
                 )
@@ -119,6 +127,7 @@ impl Consumer {
         Self {
             rx,
             buffered: VecDeque::new(),
+            ahead,
             handle: ConsumerHandle {
                 inner: Arc::new(Inner {
                     queue,
@@ -149,15 +158,21 @@ impl Consumer {
             self.buffered.extend(batch);
         }
         let delivery = self.buffered.pop_front()?;
-        self.handle.inner.queue.metrics.prefetched(-1.0);
+        self.handed_out(1);
         Some(delivery)
+    }
+
+    /// `count` deliveries left the buffer: room to receive as many again.
+    fn handed_out(&self, count: usize) {
+        self.handle.inner.queue.metrics.prefetched(-(count as f64));
+        self.ahead.add_permits(count);
     }
 
     /// The next delivery of the receive batch already taken in, without waiting: `None` when
     /// the batch [`recv`](Self::recv) last took from is used up.
     pub(crate) fn try_recv_buffered(&mut self) -> Option<Delivery> {
         let delivery = self.buffered.pop_front()?;
-        self.handle.inner.queue.metrics.prefetched(-1.0);
+        self.handed_out(1);
         Some(delivery)
     }
 
@@ -176,11 +191,7 @@ impl Consumer {
         }
         let take = max.min(self.buffered.len());
         let batch: Vec<Delivery> = self.buffered.drain(..take).collect();
-        self.handle
-            .inner
-            .queue
-            .metrics
-            .prefetched(-(batch.len() as f64));
+        self.handed_out(batch.len());
         Some(batch)
     }
 
@@ -260,5 +271,80 @@ impl ConsumerHandle {
         inner.settle_tasks.close();
         inner.settle_tasks.wait().await;
         info!(queue = %inner.queue.name, "stopped");
+    }
+}
+
+// On the in-process SQS (a test double on tokio's clock): how far the consumer receives ahead
+// of what is taken from it.
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use crate::testing::InProcessSqs;
+    use crate::{Engine, Outcome};
+
+    /// Lets the consumer's tasks run until they wait for room; no timer is involved.
+    async fn settle_down() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn it_receives_as_fast_as_deliveries_are_taken_and_no_further_ahead_than_prefetch() {
+        let sqs = InProcessSqs::new();
+        for n in 0..50 {
+            sqs.send("orders", &format!("message {n}")).expect("sent");
+        }
+        let mut consumer = Engine::builder()
+            .api(sqs.clone())
+            .queue("orders")
+            .receivers(2)
+            .workers(1_000)
+            .prefetch(10)
+            .heartbeat(false)
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        settle_down().await;
+        assert_eq!(
+            sqs.counts("orders").in_flight,
+            10,
+            "nothing taken yet: one receive ahead, though 1,000 may be unsettled"
+        );
+
+        let mut taken = Vec::new();
+        for _ in 0..10 {
+            taken.push(consumer.recv().await.expect("delivery"));
+        }
+        settle_down().await;
+        assert_eq!(
+            sqs.counts("orders").in_flight,
+            20,
+            "ten taken, unsettled: ten more received, and no more"
+        );
+
+        for delivery in taken.drain(..) {
+            delivery.settle(Outcome::Ack).await.expect("acked");
+        }
+        settle_down().await;
+        assert_eq!(
+            sqs.counts("orders").in_flight,
+            10,
+            "the settled ten are gone"
+        );
+        assert_eq!(sqs.counts("orders").visible, 30);
+
+        let handle = consumer.handle();
+        consumer.close().await;
+        handle.shutdown().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(
+            sqs.counts("orders").visible,
+            40,
+            "what was received ahead went back"
+        );
     }
 }

@@ -138,9 +138,10 @@ impl EngineBuilder {
         self
     }
 
-    /// Messages received ahead of a free worker. The engine never holds more than
-    /// `workers + prefetch` unsettled messages; each receiver waits for room for a whole
-    /// receive batch. Default: one receive batch per receiver.
+    /// Messages received ahead of a free worker (with the [`Consumer`], received and not yet
+    /// handed out). The engine never holds more than `workers + prefetch` unsettled messages,
+    /// nor more than `prefetch` (at least one receive batch) waiting; each receiver waits for
+    /// room for a whole receive batch. Default: one receive batch per receiver.
     pub fn prefetch(mut self, prefetch: usize) -> Self {
         self.prefetch = Some(prefetch);
         self
@@ -331,6 +332,7 @@ impl EngineBuilder {
             receivers: self.receivers,
             workers: self.workers,
             capacity: self.workers + prefetch,
+            prefetch,
             receive: ReceiverConfig {
                 max_messages: u8::try_from(self.receive_batch).unwrap_or(10),
                 wait_time: self.wait_time,
@@ -401,6 +403,7 @@ pub struct Engine {
     receivers: usize,
     workers: usize,
     capacity: usize,
+    prefetch: usize,
     receive: ReceiverConfig,
     visibility_timeout: Option<u32>,
     coalescer: CoalescerConfig,
@@ -496,7 +499,9 @@ impl Engine {
 
     /// Opens the queue and starts its receivers, settlement and heartbeat on the current
     /// runtime, handing the deliveries to the caller instead of a handler: see [`Consumer`].
-    /// The consumer holds at most `workers + prefetch` unsettled messages.
+    /// The consumer holds at most `workers + prefetch` unsettled messages, of which at most
+    /// `prefetch` (at least one receive batch) received and not yet handed out: it receives
+    /// as fast as its deliveries are taken, up to `workers` of them unsettled at once.
     ///
     /// # Errors
     ///
@@ -540,6 +545,7 @@ impl Engine {
             ConsumerConfig {
                 receivers: self.receivers,
                 capacity: self.capacity,
+                ahead: self.prefetch,
                 receive: self.receive,
             },
             runtime,

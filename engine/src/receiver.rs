@@ -30,9 +30,11 @@ pub(crate) struct ReceiverConfig {
 
 /// Receives until `stop` is cancelled or the dispatcher goes away.
 ///
-/// Before each call it takes room for `max_messages` from `slots`, the messages the engine may
-/// hold at once (workers plus prefetch), so it never receives more than can start before their
-/// visibility runs out: while the pool and the buffer are full, it waits instead of polling.
+/// Before each call it takes room for `max_messages` from `ahead`, the messages that may wait
+/// received and not yet handed out (the prefetch), and from `slots`, the messages the engine
+/// may hold at once (handed out and unsettled, or waiting), so it never receives more than can
+/// start soon: while either is full, it waits instead of polling. The room in `ahead` of the
+/// messages received is given back as the consumer hands them out.
 /// A failed receive backs off with jitter and tries again, for as long as it fails.
 ///
 /// When `stop` is cancelled during a long poll, the poll gets a second to answer; what it brings
@@ -42,12 +44,21 @@ pub(crate) async fn run(
     queue: Arc<QueueRuntime>,
     config: ReceiverConfig,
     slots: Arc<Semaphore>,
+    ahead: Arc<Semaphore>,
     out: mpsc::Sender<Vec<Delivery>>,
     stop: CancellationToken,
 ) {
     let backoff = Backoff::new(RECEIVE_BACKOFF.0, RECEIVE_BACKOFF.1, u32::MAX);
     let mut failures: u32 = 0;
     loop {
+        let room = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            room = Arc::clone(&ahead).acquire_many_owned(u32::from(config.max_messages)) => room,
+        };
+        let Ok(mut room) = room else {
+            return;
+        };
         let permits = tokio::select! {
             biased;
             () = stop.cancelled() => return,
@@ -99,8 +110,12 @@ pub(crate) async fn run(
                         Delivery::new(Arc::clone(&queue), message, slot, window_start, received_at)
                     })
                     .collect();
-                // The room not used goes back now.
+                // The room not used goes back now; the rest as the deliveries are handed out.
                 drop(permits);
+                if let Some(received) = room.split(deliveries.len()) {
+                    received.forget();
+                }
+                drop(room);
                 queue.metrics.prefetched(deliveries.len() as f64);
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());

@@ -70,7 +70,8 @@ pub(crate) fn is_fifo(destination: &str) -> bool {
 ///
 /// The defaults suit ordered, moderate traffic: one long-poll receiver (a subscription hands out
 /// messages in the order SQS returns them), a 20 s wait, the queue's own visibility timeout, and
-/// ten messages held beyond those being handled. For throughput over order, raise
+/// one receive (up to ten messages) held ahead of the framework's workers, which take as many
+/// at once as their `workers(n)` allows. For throughput over order, raise
 /// [`receivers`](Self::receivers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
@@ -87,6 +88,10 @@ pub struct SqsQueue {
     pub(crate) dead_letter: Option<String>,
 }
 
+/// The default cap on deliveries handed out and unsettled: high enough that the framework's
+/// `workers(n)` is what bounds them.
+const DEFAULT_MAX_IN_FLIGHT: usize = 1_000;
+
 impl SqsQueue {
     /// The queue, by name or URL. Characters SQS refuses in a name become `-`; see
     /// [`queue_name`].
@@ -97,7 +102,7 @@ impl SqsQueue {
             visibility: None,
             create_if_missing: false,
             receivers: 1,
-            max_in_flight: 10,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             batch_window: Duration::from_millis(100),
             heartbeat: true,
             max_attempts: None,
@@ -139,7 +144,10 @@ impl SqsQueue {
     }
 
     /// Deliveries handed out and not yet settled that the subscription allows, beyond which
-    /// it stops receiving, 1..=100 000. Default 10.
+    /// it stops receiving, 1..=100 000. Default 1,000: what normally bounds them is the
+    /// framework's `workers(n)`, which takes a delivery only when a worker is free; this is a
+    /// cap on top of it. Messages received ahead of the workers are one receive per receiver,
+    /// whatever this is.
     pub fn max_in_flight(mut self, deliveries: usize) -> Self {
         self.max_in_flight = deliveries;
         self
