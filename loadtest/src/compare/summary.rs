@@ -111,6 +111,10 @@ pub(crate) struct Summary {
     /// (all runs). Above 1, the server saw calls that were not theirs (another client of a
     /// shared LocalStack, say), and server-side counts (marked `*`) are too high by as much.
     pub(crate) server_over_own_calls: Option<f64>,
+    /// ruststream-sqs-sns's CPU per message ÷ the raw ceiling's, ack-only: the most that any
+    /// consumer sending the ceiling's calls through `aws-sdk-sqs` could measure against
+    /// ruststream-sqs-sns in this run, since the ceiling does nothing but those calls.
+    pub(crate) ruststream_over_ceiling_cpu: Option<f64>,
 }
 
 /// The mean of the values; `None` when there are none.
@@ -290,6 +294,13 @@ impl Summary {
             rows.extend(scenario_rows);
         }
         let goals = goals(&rows, embedded);
+        let cpu_of = |system| {
+            rows.iter()
+                .find(|r| r.scenario == ScenarioKind::AckOnly && r.system == system)
+                .map(|r| r.cpu_secs_per_1000)
+        };
+        let ruststream_over_ceiling_cpu =
+            ratio(cpu_of(System::RuststreamSqsSns), cpu_of(System::Ceiling));
         let (server, own) = runs
             .iter()
             .filter_map(|r| Some((r.server_calls.as_ref()?, r.result.calls.as_ref()?)))
@@ -304,6 +315,7 @@ impl Summary {
             rows,
             goals,
             server_over_own_calls: (own > 0).then(|| server as f64 / own as f64),
+            ruststream_over_ceiling_cpu,
         }
     }
 
@@ -491,6 +503,13 @@ impl fmt::Display for Summary {
                 goal.name,
                 num(goal.measured, 3),
                 goal.goal
+            )?;
+        }
+        if let Some(bound) = self.ruststream_over_ceiling_cpu {
+            writeln!(
+                f,
+                "  (for the CPU goal: ruststream-sqs-sns CPU per message / the raw ceiling's is {bound:.3}, \
+                 the most any consumer calling through aws-sdk-sqs could measure in this run)"
             )?;
         }
         Ok(())
