@@ -34,8 +34,9 @@ pub(crate) struct CiArgs {
     #[arg(long, default_value_t = 6000)]
     localstack_messages: u64,
 
-    /// Repetitions on each target (the order of the systems alternates).
-    #[arg(long, default_value_t = 3)]
+    /// Repetitions on each target (the order of the systems alternates, so an even number
+    /// runs each order as often).
+    #[arg(long, default_value_t = 4)]
     repetitions: u32,
 
     /// Skip LocalStack (the throughput gate is then not checked).
