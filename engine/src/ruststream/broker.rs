@@ -52,7 +52,7 @@ pub struct SqsBroker {
     endpoint: Option<String>,
     region: Option<String>,
     test_credentials: bool,
-    create_if_missing: bool,
+    pub(crate) create_if_missing: bool,
     sdk_config: Option<SdkConfig>,
     api: Option<Arc<dyn SqsApi>>,
 }
@@ -122,12 +122,8 @@ impl SqsBroker {
     /// What an in-process connection is told apart by: connections of the same endpoint and
     /// region (on one thread) share their queues, as connections to one account do.
     #[cfg(feature = "testing")]
-    pub(crate) fn account(&self) -> (Option<String>, Option<String>, bool) {
-        (
-            self.endpoint.clone(),
-            self.region.clone(),
-            self.create_if_missing,
-        )
+    pub(crate) fn account(&self) -> (Option<String>, Option<String>) {
+        (self.endpoint.clone(), self.region.clone())
     }
 
     async fn build_api(self) -> Arc<dyn SqsApi> {

@@ -72,10 +72,9 @@ impl InProcess for SqsBroker {
     async fn connect_in_process(self) -> Result<ConnectedSqsBroker, SqsError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| SqsError::Config(format!("connect outside a tokio runtime: {e}")))?;
-        let (endpoint, region, create_if_missing) = self.account();
         let sqs = ACCOUNTS.with_borrow_mut(|accounts| {
             accounts
-                .entry((endpoint, region))
+                .entry(self.account())
                 .or_insert_with(InProcessSqs::new)
                 .clone()
         });
@@ -83,7 +82,7 @@ impl InProcess for SqsBroker {
         core.in_process = Some(sqs);
         Ok(ConnectedSqsBroker {
             core: Arc::new(core),
-            create_if_missing,
+            create_if_missing: self.create_if_missing,
         })
     }
 }

@@ -3,9 +3,8 @@
 //! `workers` deliveries at once, started with `RustStream::start` and stopped with
 //! `RunningApp::shutdown`, so that the two brokers differ only in the broker.
 //!
-//! The subscription allows as many unsettled deliveries as there are workers
-//! (`max_in_flight`; its default of 10 would hold the framework's workers back) and keeps the
-//! broker's single receiver, as `ruststream-sqs-sns` has one receive loop per subscription.
+//! The subscription keeps the broker's defaults: one receiver, as `ruststream-sqs-sns` has one
+//! receive loop per subscription, and the framework's `workers` bounding the deliveries at once.
 //!
 //! The calls are counted on the server, as for `ruststream-sqs-sns`; the settlement is seen
 //! through `and_after`, which runs once SQS has answered the message's settlement.
@@ -79,18 +78,18 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
     let broker = SqsBroker::from_config(config.clone());
     let queue = job.queue_url.clone();
     let visibility = job.visibility_secs.map(Duration::from_secs);
-    let app = RustStream::new(AppInfo::new("loadtest", env!("CARGO_PKG_VERSION"))).with_broker(
-        broker,
-        move |b| {
-            b.include(handle.name(queue).workers(workers).map_source(|source| {
-                let source = source.max_in_flight(workers.get());
-                match visibility {
-                    Some(visibility) => source.visibility(visibility),
-                    None => source,
-                }
-            }));
-        },
-    );
+    let app =
+        RustStream::new(AppInfo::new("loadtest", env!("CARGO_PKG_VERSION"))).with_broker(
+            broker,
+            move |b| {
+                b.include(handle.name(queue).workers(workers).map_source(
+                    |source| match visibility {
+                        Some(visibility) => source.visibility(visibility),
+                        None => source,
+                    },
+                ));
+            },
+        );
     let running = app
         .start()
         .await
