@@ -147,6 +147,11 @@ impl Consumer {
         self.handle.clone()
     }
 
+    /// The queue's URL, as `GetQueueUrl` answered it (or as given).
+    pub fn queue_url(&self) -> &str {
+        self.handle.queue_url()
+    }
+
     /// The next delivery, or `None` once the consumer stopped receiving and has nothing left.
     ///
     /// # Cancel safety
@@ -250,6 +255,11 @@ impl ConsumerHandle {
     /// The queue's name.
     pub fn queue(&self) -> &str {
         &self.inner.queue.name
+    }
+
+    /// The queue's URL, as `GetQueueUrl` answered it (or as given).
+    pub fn queue_url(&self) -> &str {
+        &self.inner.queue.url
     }
 
     /// Stops receiving, waits for the receivers, stops the heartbeat, sends every pending

@@ -5,6 +5,7 @@ mod support;
 
 use std::collections::HashSet;
 use std::num::NonZeroU32;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -384,4 +385,89 @@ async fn a_broker_made_from_an_sdk_config_talks_to_its_endpoint() {
     drop(stream);
     drop(subscriber);
     connected.shutdown().await.expect("shutdown");
+}
+
+/// Receive counts seen by [`hold_the_first`], and whether its first delivery saw the second
+/// before returning.
+static HELD: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// A body as SQS delivered it.
+#[derive(Deserialized)]
+struct Raw<'a>(#[allow(dead_code, reason = "read by the framework only")] &'a [u8]);
+
+/// Holds the first receive of a message until the message is received again (or 15 s pass);
+/// acks the later ones at once.
+#[subscriber(SqsQueue)]
+async fn hold_the_first(_body: &Raw<'_>, cx: &mut Context<'_>) -> HandlerOutcome {
+    let receives: u32 = cx
+        .headers()
+        .get_str(RECEIVE_COUNT_HEADER)
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0);
+    HELD.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(receives);
+    if receives == 1 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while tokio::time::Instant::now() < deadline
+            && !HELD
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&2)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    HandlerOutcome::ack()
+}
+
+/// The mount-site steps of `SqsSubscription` reach the subscription: `.create_if_missing()`
+/// opens a queue nobody created (the broker does not create queues), and with
+/// `.visibility(2 s)` and `.heartbeat(false)` a message whose handler holds it is received a
+/// second time while the first handler still runs. (With the queue's 30 s and the heartbeat
+/// on, the first handler would give up after 15 s and ack, having never seen a second receive.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mount_site_steps_set_the_subscription() {
+    let name = support::unique("rs.mount-steps");
+    let broker = SqsBroker::new()
+        .endpoint(support::endpoint())
+        .region("us-east-1")
+        .test_credentials();
+    let queue = name.clone();
+    let app = RustStream::new(AppInfo::new("mount-steps", "0.1.0")).with_broker(broker, move |b| {
+        b.include(
+            hold_the_first
+                .name(queue)
+                .workers(nonzero!(2))
+                .create_if_missing()
+                .wait(Duration::from_secs(1))
+                .visibility(Duration::from_secs(2))
+                .heartbeat(false),
+        );
+    });
+    let running = app
+        .start()
+        .await
+        .expect("the app starts on a queue it creates");
+    let client = support::client().await;
+    let url = client
+        .get_queue_url()
+        .queue_name(sqs_engine::ruststream::queue_name(&name))
+        .send()
+        .await
+        .expect("the subscription created the queue")
+        .queue_url
+        .expect("a URL");
+    support::send(&client, &url, &["held".to_owned()]).await;
+    support::eventually(Duration::from_secs(20), "a second receive", || {
+        HELD.lock().unwrap_or_else(PoisonError::into_inner).len() >= 2
+    })
+    .await;
+    running.shutdown().await.expect("shutdown");
+    let held = HELD.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(
+        held[..2],
+        [1, 2],
+        "received again while the first handler held it: {held:?}"
+    );
 }

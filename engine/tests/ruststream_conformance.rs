@@ -17,7 +17,7 @@ use ruststream::conformance::in_process::{Refusal, refuses_like_the_server};
 use ruststream::conformance::message_shape::{self, OptionCases};
 use ruststream::conformance::{capabilities, lifecycle, retry, settlement};
 use ruststream::testing::{Backlog, InProcess};
-use ruststream::{ConnectedBroker, OutgoingMessage};
+use ruststream::{Bytes, ConnectedBroker, OutgoingMessage};
 use sqs_engine::prelude::*;
 
 /// The broker as a deployment configures it: against LocalStack when connected live, on its
@@ -130,6 +130,23 @@ macro_rules! suites {
                     publisher,
                     |key: &[u8], _headers: &mut HeaderMap| {
                         Some(SqsPublishOptions::default().group_id(String::from_utf8_lossy(key)))
+                    },
+                ))
+                .await;
+            }
+
+            /// The portable spelling: the key in the `partition-key` header, no options.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn keyed_order_on_a_fifo_queue_by_the_partition_key_header() {
+                let subject = format!("{}.fifo", support::unique("conformance.keyed-header"));
+                Box::pin(message_shape::keyed_order(
+                    $broker,
+                    &subject,
+                    queue,
+                    publisher,
+                    |key: &[u8], headers: &mut HeaderMap| {
+                        headers.insert(PARTITION_KEY_HEADER, Bytes::copy_from_slice(key));
+                        None
                     },
                 ))
                 .await;

@@ -137,7 +137,12 @@ impl TestableBroker for ConnectedSqsBroker {
             .into_iter()
             .map(|sent| {
                 let attributes = sent.attributes.iter().map(|(name, value)| (name, value));
-                let (payload, headers) = decode(&sent.body, attributes, sent.attributes.len());
+                let (payload, headers) = decode(
+                    &sent.body,
+                    attributes,
+                    sent.attributes.len() + 1,
+                    sent.group_id.as_deref(),
+                );
                 RawMessage::new(name.to_owned(), payload).with_headers(headers)
             })
             .collect()

@@ -9,9 +9,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use tracing::warn;
 
-use super::RECEIVE_COUNT_HEADER;
 use super::broker::Core;
 use super::error::SqsError;
+use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::delivery::{Delivery, Ticket};
 use crate::message::AttributeValue;
 use crate::outcome::Outcome;
@@ -41,7 +41,8 @@ pub(crate) fn encode_body(payload: Vec<u8>) -> (String, bool) {
 /// One received message, to settle with `ack`, `nack` or `nack_after`.
 ///
 /// Its headers are the message attributes (a `String` or `Number` attribute as its text, a
-/// `Binary` one as its bytes), plus [`RECEIVE_COUNT_HEADER`]. Settling queues the call with
+/// `Binary` one as its bytes), plus [`RECEIVE_COUNT_HEADER`] and, from a FIFO queue, the
+/// message group as [`PARTITION_KEY_HEADER`]. Settling queues the call with
 /// the engine's coalescer, shared with the other deliveries of the queue; the future resolves
 /// when SQS has applied it.
 ///
@@ -51,7 +52,6 @@ pub struct SqsMessage {
     ticket: Ticket,
     payload: Vec<u8>,
     headers: HeaderMap,
-    group: Option<String>,
     /// Why the broker could not read the body, when it could not.
     decode_error: Option<CodecError>,
     core: Arc<Core>,
@@ -76,7 +76,8 @@ impl SqsMessage {
         let (payload, mut headers, corrupt) = read(
             message.body(),
             message.message_attributes().iter(),
-            message.message_attributes().len() + 1,
+            message.message_attributes().len() + 2,
+            message.attribute("MessageGroupId"),
         );
         // A body marked base64 that is not: the broker reports it, so that the runtime settles
         // it by the decode policy without handing it to a codec; the warning names the message.
@@ -98,7 +99,6 @@ impl SqsMessage {
             RECEIVE_COUNT_HEADER,
             Bytes::from(message.receive_count().to_string().into_bytes()),
         );
-        let group = message.attribute("MessageGroupId").map(str::to_owned);
         #[cfg(feature = "testing")]
         let counted = core
             .in_process
@@ -108,7 +108,6 @@ impl SqsMessage {
             ticket,
             payload,
             headers,
-            group,
             decode_error,
             core,
             #[cfg(feature = "testing")]
@@ -155,9 +154,10 @@ impl IncomingMessage for SqsMessage {
         self.decode_error.as_ref()
     }
 
-    /// The FIFO message group.
+    /// [`PARTITION_KEY_HEADER`]: the FIFO message group, or on a standard queue the header
+    /// as it was published.
     fn partition_key(&self) -> Option<&[u8]> {
-        self.group.as_deref().map(str::as_bytes)
+        self.headers.get(PARTITION_KEY_HEADER)
     }
 
     /// `ApproximateReceiveCount`: the first delivery is 1, and every receive counts, a lapsed
@@ -193,16 +193,17 @@ impl IncomingMessage for SqsMessage {
     }
 }
 
-/// The payload and headers of a body and its message attributes: a body marked base64 is
-/// decoded (one that says it is base64 but is not is handed on as it came), and the marker is
-/// not a header.
+/// The payload and headers of a body, its message attributes and its FIFO group: a body marked
+/// base64 is decoded (one that says it is base64 but is not is handed on as it came), the
+/// marker is not a header, and the group is [`PARTITION_KEY_HEADER`].
 #[cfg(feature = "testing")]
 pub(crate) fn decode<'a>(
     body: &str,
     attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
     capacity: usize,
+    group: Option<&str>,
 ) -> (Vec<u8>, HeaderMap) {
-    let (payload, headers, _) = read(body, attributes, capacity);
+    let (payload, headers, _) = read(body, attributes, capacity, group);
     (payload, headers)
 }
 
@@ -212,6 +213,7 @@ fn read<'a>(
     body: &str,
     attributes: impl Iterator<Item = (&'a String, &'a crate::MessageAttribute)>,
     capacity: usize,
+    group: Option<&str>,
 ) -> (Vec<u8>, HeaderMap, bool) {
     let mut headers = HeaderMap::with_capacity(capacity);
     let mut base64 = false;
@@ -225,6 +227,12 @@ fn read<'a>(
             AttributeValue::Binary(bytes) => Bytes::from(bytes.clone()),
         };
         headers.insert(name.clone(), value);
+    }
+    if let Some(group) = group {
+        headers.insert(
+            PARTITION_KEY_HEADER,
+            Bytes::from(group.to_owned().into_bytes()),
+        );
     }
     if base64 {
         match BASE64.decode(body.as_bytes()) {

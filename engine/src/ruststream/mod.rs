@@ -75,6 +75,11 @@
 //! takes travels base64, marked by an attribute the receiving side reads. Each delivery carries
 //! its `ApproximateReceiveCount` as [`RECEIVE_COUNT_HEADER`] and as its redelivery count.
 //!
+//! A FIFO message's group is its partition key: a delivery carries it as
+//! [`PARTITION_KEY_HEADER`] (and as `partition_key()`, which the framework's keyed workers
+//! read), and a publish to a FIFO queue that names no group of its own takes that header's
+//! value as its group, as the framework's in-memory broker and `ruststream-sqs-sns` do.
+//!
 //! ## Queue names
 //!
 //! Characters SQS refuses in a queue name become `-` ([`queue_name`]), a `.fifo` suffix is
@@ -94,15 +99,26 @@ pub use broker::{ConnectedSqsBroker, SqsBroker};
 pub use error::SqsError;
 pub use message::SqsMessage;
 pub use publish::{SqsPublish, SqsPublishOptions, SqsPublishSteps, SqsPublisher};
-pub use queue::{SqsQueue, queue_name};
+pub use queue::{SqsQueue, SqsSubscription, queue_name};
 pub use subscriber::SqsSubscriber;
 
 /// The header that carries a delivery's receive count, SQS's `ApproximateReceiveCount`: `1` on
 /// the first delivery. The same name as in `ruststream-sqs-sns`.
 pub const RECEIVE_COUNT_HEADER: &str = "sqs-receive-count";
 
-/// Everything a RustStream service on SQS uses: the framework's prelude, the broker, and
-/// [`SqsPublish`] under the name `Publish`.
+/// The header that carries a message's partition key, the FIFO message group.
+///
+/// On a delivery from a FIFO queue it holds the message's group. On a publish to a FIFO
+/// queue it is the group, unless the call's [`SqsPublishSteps::group_id`] names one: it comes
+/// after the call's own group and before the mount site's [`SqsPublish::group_id`]; it is not
+/// sent as a message attribute there, since the group carries it. On a standard queue, which
+/// has no groups, it travels as an ordinary message attribute, and is still the delivery's
+/// partition key. The name is the framework's (its in-memory broker's) and
+/// `ruststream-sqs-sns`'s, so keyed services move between them unchanged.
+pub const PARTITION_KEY_HEADER: &str = "partition-key";
+
+/// Everything a RustStream service on SQS uses: the framework's prelude, the broker, its
+/// mount-site settings ([`SqsSubscription`]), and [`SqsPublish`] under the name `Publish`.
 ///
 /// The engine's own `Message`, `Outcome`, `Handler` and `Delivery` are left out: the
 /// framework has items of those names.
@@ -111,7 +127,8 @@ pub mod prelude {
 
     pub use super::SqsPublish as Publish;
     pub use super::{
-        ConnectedSqsBroker, RECEIVE_COUNT_HEADER, SqsBroker, SqsError, SqsMessage, SqsPublish,
-        SqsPublishOptions, SqsPublishSteps, SqsPublisher, SqsQueue,
+        ConnectedSqsBroker, PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER, SqsBroker, SqsError,
+        SqsMessage, SqsPublish, SqsPublishOptions, SqsPublishSteps, SqsPublisher, SqsQueue,
+        SqsSubscription,
     };
 }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, warn};
 
+use super::PARTITION_KEY_HEADER;
 use super::batcher::{Batcher, BatcherConfig};
 use super::broker::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
@@ -205,8 +206,16 @@ impl SqsPublisher {
         if payload.is_empty() {
             return Err(refused("SQS refuses an empty body".into()));
         }
+        let target = queue_name(destination).into_owned();
+        let fifo = is_fifo(&target);
         let mut attributes = Vec::with_capacity(headers.len() + 1);
+        // On a FIFO queue the partition key is a group, not an attribute.
+        let mut keyed_group = None;
         for (name, value) in headers.iter() {
+            if fifo && name == PARTITION_KEY_HEADER {
+                keyed_group = Some(String::from_utf8_lossy(value).into_owned());
+                continue;
+            }
             attributes.push(attribute_of(destination, name, value)?);
         }
         let (body, base64) = encode_body(payload);
@@ -222,7 +231,7 @@ impl SqsPublisher {
         if attributes.len() > MAX_ATTRIBUTES {
             return Err(refused(format!(
                 "{} headers{}: SQS carries at most {MAX_ATTRIBUTES} message attributes",
-                headers.len(),
+                attributes.len() - usize::from(base64),
                 if base64 {
                     " and the base64 marker of a binary body"
                 } else {
@@ -236,13 +245,21 @@ impl SqsPublisher {
                 "the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"
             )));
         }
-        let target = queue_name(destination).into_owned();
-        let (group_id, deduplication_id) = if is_fifo(&target) {
-            let group = options
-                .and_then(|o| o.group_id.clone())
-                .or_else(|| self.group_id.clone())
-                .unwrap_or_else(|| DEFAULT_GROUP.to_owned());
-            check_id(destination, "group_id", &group)?;
+        let (group_id, deduplication_id) = if fifo {
+            // The call's group, then the message's partition key, then the mount site's.
+            let (group, setting) = match options.and_then(|o| o.group_id.clone()) {
+                Some(group) => (group, "group_id"),
+                None => match keyed_group {
+                    Some(group) => (group, "the partition-key header"),
+                    None => (
+                        self.group_id
+                            .clone()
+                            .unwrap_or_else(|| DEFAULT_GROUP.to_owned()),
+                        "group_id",
+                    ),
+                },
+            };
+            check_id(destination, setting, &group)?;
             let dedup = match options.and_then(|o| o.deduplication_id.clone()) {
                 Some(dedup) => {
                     check_id(destination, "deduplication_id", &dedup)?;
@@ -821,6 +838,63 @@ mod tests {
             )
             .expect_err("a group id SQS refuses");
         assert!(matches!(err, SqsError::Refused { .. }), "{err}");
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_partition_key_is_the_group_after_the_calls_own_and_before_the_mount_sites() {
+        let connected = SqsBroker::new()
+            .api(Script::default())
+            .connect()
+            .await
+            .expect("connect");
+        let plain = connected.publisher();
+        let policy = SqsPublisher {
+            core: Arc::clone(connected.core()),
+            group_id: Some("mount".into()),
+        };
+        let mut keyed = HeaderMap::new();
+        keyed.insert(PARTITION_KEY_HEADER, b"user-42".as_slice());
+        keyed.insert("trace", b"t-1".as_slice());
+        let call = SqsPublishOptions::default().group_id("call");
+        let group = |publisher: &SqsPublisher, headers, options| {
+            let (_, entry, _) = publisher
+                .entry("orders.fifo", b"x".to_vec(), headers, options)
+                .expect("taken");
+            let names: Vec<String> = entry.attributes.iter().map(|(n, _)| n.clone()).collect();
+            (entry.group_id.expect("a FIFO entry has a group"), names)
+        };
+        // On a FIFO queue the key is the group, and is not also an attribute.
+        assert_eq!(
+            group(&plain, &keyed, None),
+            ("user-42".into(), vec!["trace".into()])
+        );
+        assert_eq!(group(&policy, &keyed, None).0, "user-42");
+        assert_eq!(group(&policy, &keyed, Some(&call)).0, "call");
+        let unkeyed = HeaderMap::new();
+        assert_eq!(group(&policy, &unkeyed, None).0, "mount");
+        assert_eq!(group(&plain, &unkeyed, None).0, DEFAULT_GROUP);
+
+        // On a standard queue it is an attribute like any other, and no group.
+        let (_, entry, _) = plain
+            .entry("orders", b"x".to_vec(), &keyed, None)
+            .expect("taken");
+        assert_eq!(entry.group_id, None);
+        assert!(
+            entry.attributes.iter().any(|(name, attribute)| {
+                name == PARTITION_KEY_HEADER && attribute.as_str() == Some("user-42")
+            }),
+            "{:?}",
+            entry.attributes
+        );
+
+        // A key SQS would refuse as a group is refused, naming the header.
+        let mut spaced = HeaderMap::new();
+        spaced.insert(PARTITION_KEY_HEADER, b"user 42".as_slice());
+        let err = plain
+            .entry("orders.fifo", b"x".to_vec(), &spaced, None)
+            .expect_err("a group SQS refuses");
+        assert!(err.to_string().contains("partition-key"), "{err}");
         connected.shutdown().await.expect("shutdown");
     }
 }

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use ::ruststream::runtime::{Declared, SubscriberBuilder, SubscriberSettings as _};
 use ::ruststream::{BrokerMoves, FromName, RetryDeclaration, SubscriptionSource};
 
 use super::broker::ConnectedSqsBroker;
@@ -244,6 +245,105 @@ pub(crate) fn check_redrive(
             missing: "max_attempts(..)",
         }),
         _ => Ok(()),
+    }
+}
+
+/// The [`SqsQueue`] settings, chained at the mount site after the framework's own steps: the
+/// same as `.map_source(|queue| queue.wait(..))`, one method a setting. The name and methods are
+/// those of `ruststream-sqs-sns`, so a service that sets them at the mount site moves over with
+/// its `use` line; `receivers`, `max_in_flight`, `batch_window` and `heartbeat` are this
+/// broker's own.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use serde::Deserialize;
+/// use sqs_engine::prelude::*;
+///
+/// #[derive(Deserialize)]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// #[subscriber(SqsQueue::new("orders"))]
+/// async fn ship(orders: &[Order]) -> HandlerOutcome {
+///     tracing::info!(first = orders[0].id, count = orders.len(), "shipping");
+///     HandlerOutcome::ack()
+/// }
+///
+/// fn service() -> RustStream {
+///     RustStream::new(AppInfo::new("orders", "0.1.0")).with_broker(SqsBroker::new(), |b| {
+///         b.include(
+///             ship.batch(nonzero!(10))
+///                 .wait(Duration::from_secs(10))
+///                 .visibility(Duration::from_secs(120))
+///                 .create_if_missing()
+///                 .receivers(4),
+///         );
+///     })
+/// }
+/// # let _ = service;
+/// ```
+pub trait SqsSubscription: Sized {
+    /// See [`SqsQueue::wait`].
+    #[must_use]
+    fn wait(self, wait: Duration) -> Self;
+
+    /// See [`SqsQueue::visibility`].
+    #[must_use]
+    fn visibility(self, timeout: Duration) -> Self;
+
+    /// See [`SqsQueue::create_if_missing`].
+    #[must_use]
+    fn create_if_missing(self) -> Self;
+
+    /// See [`SqsQueue::receivers`].
+    #[must_use]
+    fn receivers(self, receivers: usize) -> Self;
+
+    /// See [`SqsQueue::max_in_flight`].
+    #[must_use]
+    fn max_in_flight(self, deliveries: usize) -> Self;
+
+    /// See [`SqsQueue::batch_window`].
+    #[must_use]
+    fn batch_window(self, window: Duration) -> Self;
+
+    /// See [`SqsQueue::heartbeat`].
+    #[must_use]
+    fn heartbeat(self, on: bool) -> Self;
+}
+
+impl<Def, State, DefCodec> SqsSubscription for SubscriberBuilder<Def, SqsQueue, State, DefCodec>
+where
+    Def: Declared,
+{
+    fn wait(self, wait: Duration) -> Self {
+        self.map_source(|queue| queue.wait(wait))
+    }
+
+    fn visibility(self, timeout: Duration) -> Self {
+        self.map_source(|queue| queue.visibility(timeout))
+    }
+
+    fn create_if_missing(self) -> Self {
+        self.map_source(SqsQueue::create_if_missing)
+    }
+
+    fn receivers(self, receivers: usize) -> Self {
+        self.map_source(|queue| queue.receivers(receivers))
+    }
+
+    fn max_in_flight(self, deliveries: usize) -> Self {
+        self.map_source(|queue| queue.max_in_flight(deliveries))
+    }
+
+    fn batch_window(self, window: Duration) -> Self {
+        self.map_source(|queue| queue.batch_window(window))
+    }
+
+    fn heartbeat(self, on: bool) -> Self {
+        self.map_source(|queue| queue.heartbeat(on))
     }
 }
 

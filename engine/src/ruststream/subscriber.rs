@@ -64,6 +64,12 @@ impl SqsSubscriber {
         self.consumer.handle().queue().to_owned()
     }
 
+    /// The queue's URL, as SQS answered `GetQueueUrl` when the subscription opened (or as
+    /// given).
+    pub fn queue_url(&self) -> &str {
+        self.consumer.queue_url()
+    }
+
     async fn next_batch(&mut self, size: usize) -> Option<Vec<SqsMessage>> {
         let mut batch = self.consumer.recv_batch(size).await?;
         if batch.len() < size {
