@@ -1,14 +1,12 @@
-//! The systems compared, one module each: [`engine`] (sqs-engine's native API),
-//! [`engine_broker`] (sqs-engine's own RustStream broker), [`ruststream`]
-//! (`ruststream-sqs-sns` 0.7), [`naive`] (a hand-written `aws-sdk-sqs` loop)
-//! and [`ceiling`] (receive and batch-delete, no handler). A new system is one variant of
-//! [`System`] and one module.
+//! The systems compared: [`engine`] (sqs-engine's native API), [`framework`] (one RustStream
+//! service on sqs-engine's own broker and on `ruststream-sqs-sns` 0.7), [`naive`] (a
+//! hand-written `aws-sdk-sqs` loop) and [`ceiling`] (receive and batch-delete, no handler). A
+//! new system is one variant of [`System`] and one module.
 
 mod ceiling;
 mod engine;
-mod engine_broker;
+mod framework;
 mod naive;
-mod ruststream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -89,8 +87,8 @@ impl System {
     ) -> Result<Option<Calls>> {
         match self {
             Self::SqsEngine => engine::run(job, config, probe).await.map(Some),
-            Self::SqsEngineBroker => engine_broker::run(job, config, probe).await,
-            Self::RuststreamSqsSns => ruststream::run(job, config, probe).await,
+            Self::SqsEngineBroker => framework::sqs_engine_broker::run(job, config, probe).await,
+            Self::RuststreamSqsSns => framework::ruststream_sqs_sns::run(job, config, probe).await,
             Self::Naive => naive::run(job, aws_sdk_sqs::Client::new(config), probe)
                 .await
                 .map(Some),
