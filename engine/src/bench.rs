@@ -8,10 +8,7 @@ use tokio::time::Instant;
 
 use tokio::sync::Semaphore;
 
-use crate::api::{
-    BoxFuture, CallError, EntryResult, QueueAttributes, ReceiveRequest, ReceivedMessage, SendEntry,
-    SqsApi,
-};
+use crate::api::ReceivedMessage;
 use crate::backoff::Backoff;
 use crate::delivery::Delivery;
 use crate::handler::Handler;
@@ -20,6 +17,7 @@ use crate::metrics::{QueueMetrics, StatsCells};
 use crate::outcome::Outcome;
 use crate::queue::{OpenOptions, QueueRuntime};
 use crate::settle::coalescer::{Coalescer, CoalescerConfig, Entry, FlushReason, Lane};
+use crate::stand_in::StandIn;
 
 /// The settlement coalescer, with `u64` tokens.
 #[derive(Debug)]
@@ -171,7 +169,7 @@ impl DispatchBench {
     /// When the stand-in queue cannot be opened (it always can).
     pub async fn new(heartbeat: bool) -> Self {
         let (queue, _) = QueueRuntime::open(
-            Arc::new(StandIn),
+            Arc::new(StandIn::answering()),
             OpenOptions {
                 queue: "bench".into(),
                 visibility_timeout: Some(30),
@@ -223,76 +221,5 @@ impl DispatchBench {
             .await
             .unwrap_or_else(|error| panic!("a handler panicked: {error}"));
         crate::settle::take_due(&self.queue)
-    }
-}
-
-/// A stand-in for SQS that answers at once: receives never answer, batch calls succeed.
-struct StandIn;
-
-impl SqsApi for StandIn {
-    fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        Box::pin(async move { Ok(format!("http://sqs.bench/000000000000/{name}")) })
-    }
-
-    fn create_queue<'a>(
-        &'a self,
-        name: &'a str,
-        _attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        self.queue_url(name)
-    }
-
-    fn queue_attributes<'a>(
-        &'a self,
-        _url: &'a str,
-    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        Box::pin(async {
-            Ok(QueueAttributes {
-                visibility_timeout: Some(30),
-                ..QueueAttributes::default()
-            })
-        })
-    }
-
-    fn set_queue_attributes<'a>(
-        &'a self,
-        _url: &'a str,
-        _attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<(), CallError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn receive<'a>(
-        &'a self,
-        _request: &'a ReceiveRequest<'a>,
-    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
-        Box::pin(std::future::pending())
-    }
-
-    fn delete_message_batch<'a>(
-        &'a self,
-        _url: &'a str,
-        handles: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let answer = vec![EntryResult::Ok; handles.len()];
-        Box::pin(async move { Ok(answer) })
-    }
-
-    fn change_message_visibility_batch<'a>(
-        &'a self,
-        _url: &'a str,
-        entries: &'a [(&'a str, u32)],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let answer = vec![EntryResult::Ok; entries.len()];
-        Box::pin(async move { Ok(answer) })
-    }
-
-    fn send_message_batch<'a>(
-        &'a self,
-        _url: &'a str,
-        entries: &'a [SendEntry],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let answer = vec![EntryResult::Ok; entries.len()];
-        Box::pin(async move { Ok(answer) })
     }
 }

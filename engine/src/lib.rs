@@ -90,6 +90,8 @@ mod receiver;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;
+#[cfg(any(test, feature = "bench"))]
+mod stand_in;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -640,103 +640,16 @@ mod tests {
     //! The publisher against a scripted stand-in for SQS: per-entry answers, coalescing, and
     //! what shutdown does. What SQS itself does is proven against LocalStack in `tests/`.
 
-    use std::sync::Mutex;
-
     use ::ruststream::{Broker, BytesMut, ConnectedBroker, HeaderMap, OutgoingMessage};
 
     use super::*;
-    use crate::api::{BoxFuture, EntryFailure, QueueAttributes, ReceiveRequest, ReceivedMessage};
     use crate::ruststream::SqsBroker;
+    use crate::stand_in::StandIn;
 
-    /// Answers `SendMessageBatch` from the bodies: an entry whose body starts with `refuse` is
-    /// refused; records each call's bodies.
-    #[derive(Clone, Default)]
-    struct Script {
-        sends: Arc<Mutex<Vec<Vec<String>>>>,
-    }
-
-    impl SqsApi for Script {
-        fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-            Box::pin(async move { Ok(format!("http://sqs.test/000000000000/{name}")) })
-        }
-
-        fn create_queue<'a>(
-            &'a self,
-            name: &'a str,
-            _attributes: &'a [(&'a str, String)],
-        ) -> BoxFuture<'a, Result<String, CallError>> {
-            self.queue_url(name)
-        }
-
-        fn queue_attributes<'a>(
-            &'a self,
-            _url: &'a str,
-        ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-            Box::pin(async { Ok(QueueAttributes::default()) })
-        }
-
-        fn set_queue_attributes<'a>(
-            &'a self,
-            _url: &'a str,
-            _attributes: &'a [(&'a str, String)],
-        ) -> BoxFuture<'a, Result<(), CallError>> {
-            Box::pin(async { Ok(()) })
-        }
-
-        fn receive<'a>(
-            &'a self,
-            _request: &'a ReceiveRequest<'a>,
-        ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
-            Box::pin(std::future::pending())
-        }
-
-        fn delete_message_batch<'a>(
-            &'a self,
-            _url: &'a str,
-            handles: &'a [&'a str],
-        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-            let count = handles.len();
-            Box::pin(async move { Ok(vec![EntryResult::Ok; count]) })
-        }
-
-        fn change_message_visibility_batch<'a>(
-            &'a self,
-            _url: &'a str,
-            entries: &'a [(&'a str, u32)],
-        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-            let count = entries.len();
-            Box::pin(async move { Ok(vec![EntryResult::Ok; count]) })
-        }
-
-        fn send_message_batch<'a>(
-            &'a self,
-            _url: &'a str,
-            entries: &'a [SendEntry],
-        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-            self.sends
-                .lock()
-                .expect("lock")
-                .push(entries.iter().map(|e| e.body.clone()).collect());
-            let answers = entries
-                .iter()
-                .map(|entry| {
-                    if entry.body.starts_with("refuse") {
-                        EntryResult::Failed(EntryFailure {
-                            code: "InvalidMessageContents".into(),
-                            sender_fault: true,
-                            message: None,
-                        })
-                    } else {
-                        EntryResult::Ok
-                    }
-                })
-                .collect();
-            Box::pin(async move {
-                // A call takes a while, so that publishes made meanwhile wait for company.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                Ok(answers)
-            })
-        }
+    /// Refuses a body that starts with `refuse`; a call takes 20 ms, so that publishes made
+    /// meanwhile wait for company.
+    fn script() -> Arc<StandIn> {
+        StandIn::refusing("refuse", Duration::from_millis(20))
     }
 
     fn message(name: &str, body: &str) -> OutgoingMessage<'static, BytesMut> {
@@ -747,7 +660,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn each_publish_gets_its_own_entrys_answer_and_they_share_calls() {
-        let script = Script::default();
+        let script = script();
         let connected = SqsBroker::new()
             .api(script.clone())
             .connect()
@@ -770,7 +683,7 @@ mod tests {
         assert!(answers[2..].iter().all(Result::is_ok), "{answers:?}");
         // Queued together, before the driver ran: one call.
         assert_eq!(
-            script.sends.lock().expect("lock").clone(),
+            script.calls(),
             [bodies.to_vec()],
             "five publishes, one call"
         );
@@ -786,14 +699,14 @@ mod tests {
         );
         assert!(rest.await.iter().all(Result::is_ok));
         assert!(first.await.expect("no panic").is_ok());
-        let sends = script.sends.lock().expect("lock").clone();
+        let sends = script.calls();
         assert_eq!(sends[1..], [vec!["a"], vec!["b", "c"]]);
         connected.shutdown().await.expect("shutdown");
     }
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_sends_what_waits_and_refuses_what_comes_after() {
-        let script = Script::default();
+        let script = script();
         let connected = SqsBroker::new()
             .api(script.clone())
             .connect()
@@ -808,13 +721,13 @@ mod tests {
         assert!(second.await.is_ok());
         let late = publisher.publish(message("q", "late"), None).await;
         assert!(matches!(late, Err(SqsError::NotConnected)), "{late:?}");
-        let sent: Vec<String> = script.sends.lock().expect("lock").concat();
+        let sent: Vec<String> = script.calls().concat();
         assert_eq!(sent, ["first", "second"]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_fifo_publish_gets_a_group_and_a_deduplication_id() {
-        let script = Script::default();
+        let script = script();
         let connected = SqsBroker::new()
             .api(script.clone())
             .connect()
@@ -844,7 +757,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_partition_key_is_the_group_after_the_calls_own_and_before_the_mount_sites() {
         let connected = SqsBroker::new()
-            .api(Script::default())
+            .api(script())
             .connect()
             .await
             .expect("connect");

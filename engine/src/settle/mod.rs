@@ -574,112 +574,15 @@ mod tests {
     //! The driver's retry rules, against a scripted stand-in for SQS on a paused clock. What
     //! SQS itself does is proven against LocalStack in `tests/`.
 
-    use std::collections::VecDeque;
-    use std::sync::Mutex;
     use std::time::Duration;
 
     use super::*;
-    use crate::api::{BoxFuture, QueueAttributes, ReceiveRequest, ReceivedMessage, SqsApi};
     use crate::backoff::Backoff;
     use crate::metrics::StatsCells;
     use crate::queue::OpenOptions;
+    use crate::stand_in::StandIn;
 
-    type Answer = Result<Vec<EntryResult>, CallError>;
-
-    /// Answers batch calls from a script, and records the receipt handles of each call.
-    #[derive(Default)]
-    struct Scripted {
-        answers: Mutex<VecDeque<Answer>>,
-        calls: Mutex<Vec<Vec<String>>>,
-    }
-
-    impl Scripted {
-        fn new(answers: Vec<Answer>) -> Arc<Self> {
-            Arc::new(Self {
-                answers: Mutex::new(answers.into()),
-                calls: Mutex::default(),
-            })
-        }
-
-        fn calls(&self) -> Vec<Vec<String>> {
-            self.calls.lock().expect("lock").clone()
-        }
-
-        fn answer(&self, handles: Vec<String>) -> Answer {
-            let count = handles.len();
-            self.calls.lock().expect("lock").push(handles);
-            self.answers
-                .lock()
-                .expect("lock")
-                .pop_front()
-                .unwrap_or_else(|| Ok(vec![EntryResult::Ok; count]))
-        }
-    }
-
-    impl SqsApi for Arc<Scripted> {
-        fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-            Box::pin(async move { Ok(format!("http://sqs.test/000000000000/{name}")) })
-        }
-
-        fn create_queue<'a>(
-            &'a self,
-            name: &'a str,
-            _attributes: &'a [(&'a str, String)],
-        ) -> BoxFuture<'a, Result<String, CallError>> {
-            self.queue_url(name)
-        }
-
-        fn queue_attributes<'a>(
-            &'a self,
-            _url: &'a str,
-        ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-            Box::pin(async { Ok(QueueAttributes::default()) })
-        }
-
-        fn set_queue_attributes<'a>(
-            &'a self,
-            _url: &'a str,
-            _attributes: &'a [(&'a str, String)],
-        ) -> BoxFuture<'a, Result<(), CallError>> {
-            Box::pin(async { Ok(()) })
-        }
-
-        fn receive<'a>(
-            &'a self,
-            _request: &'a ReceiveRequest<'a>,
-        ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
-            Box::pin(std::future::pending())
-        }
-
-        fn delete_message_batch<'a>(
-            &'a self,
-            _url: &'a str,
-            handles: &'a [&'a str],
-        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-            let answer = self.answer(handles.iter().map(|h| (*h).to_owned()).collect());
-            Box::pin(async move { answer })
-        }
-
-        fn change_message_visibility_batch<'a>(
-            &'a self,
-            _url: &'a str,
-            entries: &'a [(&'a str, u32)],
-        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-            let answer = self.answer(entries.iter().map(|(h, s)| format!("{h}={s}")).collect());
-            Box::pin(async move { answer })
-        }
-
-        fn send_message_batch<'a>(
-            &'a self,
-            _url: &'a str,
-            entries: &'a [crate::api::SendEntry],
-        ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-            let count = entries.len();
-            Box::pin(async move { Ok(vec![EntryResult::Ok; count]) })
-        }
-    }
-
-    async fn queue(api: Arc<Scripted>) -> Arc<QueueRuntime> {
+    async fn queue(api: Arc<StandIn>) -> Arc<QueueRuntime> {
         let (queue, _) = QueueRuntime::open(
             Arc::new(api),
             OpenOptions {
@@ -759,7 +662,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_throttled_call_is_retried_after_a_backoff_and_then_succeeds() {
-        let api = Scripted::new(vec![Err(throttled()), Err(throttled())]);
+        let api = StandIn::scripted(vec![Err(throttled()), Err(throttled())]);
         let queue = queue(Arc::clone(&api)).await;
         let answers = settle_all(&queue, vec![request("a", Outcome::Ack)]).await;
         assert!(answers[0].is_ok(), "{answers:?}");
@@ -771,7 +674,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_call_that_keeps_failing_fails_each_entry_once_the_budget_is_spent() {
-        let api = Scripted::new((0..10).map(|_| Err(throttled())).collect());
+        let api = StandIn::scripted((0..10).map(|_| Err(throttled())).collect());
         let queue = queue(Arc::clone(&api)).await;
         let started = Instant::now();
         let answers = settle_all(
@@ -794,7 +697,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_permanent_call_failure_is_not_retried() {
-        let api = Scripted::new(vec![Err(CallError::new(CallErrorKind::AccessDenied, "no"))]);
+        let api = StandIn::scripted(vec![Err(CallError::new(CallErrorKind::AccessDenied, "no"))]);
         let queue = queue(Arc::clone(&api)).await;
         let answers = settle_all(&queue, vec![request("a", Outcome::Ack)]).await;
         assert_eq!(api.calls().len(), 1);
@@ -806,7 +709,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn only_the_entries_that_failed_transiently_are_sent_again() {
-        let api = Scripted::new(vec![Ok(vec![
+        let api = StandIn::scripted(vec![Ok(vec![
             EntryResult::Ok,
             failed("InternalError", false),
             failed("ReceiptHandleIsInvalid", false),
@@ -833,7 +736,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn visibility_entries_carry_their_delay_in_whole_seconds_rounded_up() {
-        let api = Scripted::new(Vec::new());
+        let api = StandIn::scripted(Vec::new());
         let queue = queue(Arc::clone(&api)).await;
         settle_all(
             &queue,
@@ -848,7 +751,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_settlement_after_the_engine_stopped_fails_at_once() {
-        let api = Scripted::new(Vec::new());
+        let api = StandIn::scripted(Vec::new());
         let queue = queue(Arc::clone(&api)).await;
         settle_all(&queue, Vec::new()).await;
         let answer = enqueue(&queue, request("late", Outcome::Ack)).await;
@@ -861,7 +764,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_settlement_is_sent_all_the_same() {
-        let api = Scripted::new(Vec::new());
+        let api = StandIn::scripted(Vec::new());
         let queue = queue(Arc::clone(&api)).await;
         let drain = CancellationToken::new();
         let tracker = TaskTracker::new();

@@ -1,0 +1,186 @@
+//! [`StandIn`]: an SQS inside the crate, for its unit tests on a paused clock and for the
+//! benches. It names every queue it is asked for, takes every setting (its queues report no
+//! visibility timeout of their own), never answers a receive, and answers each batch call from
+//! a script: by default, every entry succeeds. What
+//! SQS itself does is proven against LocalStack in `tests/`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::api::{
+    BoxFuture, CallError, EntryFailure, EntryResult, QueueAttributes, ReceiveRequest,
+    ReceivedMessage, SendEntry, SqsApi,
+};
+
+/// A batch call's answer.
+pub(crate) type Answer = Result<Vec<EntryResult>, CallError>;
+
+/// A scripted SQS; see the module docs. Shared as an `Arc`, so a test keeps a handle on what
+/// it recorded.
+#[derive(Default)]
+pub(crate) struct StandIn {
+    /// The answers of the next batch calls, in order; once spent, every entry succeeds.
+    answers: Mutex<VecDeque<Answer>>,
+    /// Whether each batch call's entries are kept.
+    record: bool,
+    /// The entries of each batch call, as text: receipt handles for deletes,
+    /// `handle=seconds` for visibility changes, bodies for sends.
+    calls: Mutex<Vec<Vec<String>>>,
+    /// A sent body that starts with this is refused, as SQS refuses a message it cannot take.
+    refuse: Option<&'static str>,
+    /// How long each batch call takes.
+    latency: Duration,
+}
+
+impl StandIn {
+    /// Answers every batch call with success at once, and records nothing.
+    #[cfg(feature = "bench")]
+    pub(crate) fn answering() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Answers the next batch calls with `answers`, then with success, and records every call.
+    #[cfg(test)]
+    pub(crate) fn scripted(answers: Vec<Answer>) -> Arc<Self> {
+        Arc::new(Self {
+            answers: Mutex::new(answers.into()),
+            record: true,
+            ..Self::default()
+        })
+    }
+
+    /// Refuses a sent body that starts with `prefix`, and records every call.
+    #[cfg(all(test, feature = "ruststream"))]
+    pub(crate) fn refusing(prefix: &'static str, latency: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            record: true,
+            refuse: Some(prefix),
+            latency,
+            ..Self::default()
+        })
+    }
+
+    /// The entries of each batch call so far.
+    #[cfg(test)]
+    pub(crate) fn calls(&self) -> Vec<Vec<String>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records a call of `count` entries (their texts made only when recording) and answers it.
+    fn answer(&self, count: usize, entries: impl FnOnce() -> Vec<String>) -> BoxFuture<'_, Answer> {
+        let entries = self.record.then(entries);
+        let refused: Vec<bool> = match (&entries, self.refuse) {
+            (Some(entries), Some(prefix)) => {
+                entries.iter().map(|e| e.starts_with(prefix)).collect()
+            }
+            _ => vec![false; count],
+        };
+        if let Some(entries) = entries {
+            self.calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(entries);
+        }
+        let scripted = self
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        let answer = scripted.unwrap_or_else(|| {
+            Ok(refused
+                .into_iter()
+                .map(|refused| {
+                    if refused {
+                        EntryResult::Failed(EntryFailure {
+                            code: "InvalidMessageContents".into(),
+                            sender_fault: true,
+                            message: None,
+                        })
+                    } else {
+                        EntryResult::Ok
+                    }
+                })
+                .collect())
+        });
+        let latency = self.latency;
+        Box::pin(async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            answer
+        })
+    }
+}
+
+impl SqsApi for Arc<StandIn> {
+    fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(async move { Ok(format!("http://sqs.stand-in/000000000000/{name}")) })
+    }
+
+    fn create_queue<'a>(
+        &'a self,
+        name: &'a str,
+        _attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        self.queue_url(name)
+    }
+
+    fn queue_attributes<'a>(
+        &'a self,
+        _url: &'a str,
+    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+        Box::pin(async { Ok(QueueAttributes::default()) })
+    }
+
+    fn set_queue_attributes<'a>(
+        &'a self,
+        _url: &'a str,
+        _attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn receive<'a>(
+        &'a self,
+        _request: &'a ReceiveRequest<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        Box::pin(std::future::pending())
+    }
+
+    fn delete_message_batch<'a>(
+        &'a self,
+        _url: &'a str,
+        handles: &'a [&'a str],
+    ) -> BoxFuture<'a, Answer> {
+        self.answer(handles.len(), || {
+            handles.iter().map(|handle| (*handle).to_owned()).collect()
+        })
+    }
+
+    fn change_message_visibility_batch<'a>(
+        &'a self,
+        _url: &'a str,
+        entries: &'a [(&'a str, u32)],
+    ) -> BoxFuture<'a, Answer> {
+        self.answer(entries.len(), || {
+            entries
+                .iter()
+                .map(|(handle, seconds)| format!("{handle}={seconds}"))
+                .collect()
+        })
+    }
+
+    fn send_message_batch<'a>(
+        &'a self,
+        _url: &'a str,
+        entries: &'a [SendEntry],
+    ) -> BoxFuture<'a, Answer> {
+        self.answer(entries.len(), || {
+            entries.iter().map(|entry| entry.body.clone()).collect()
+        })
+    }
+}
