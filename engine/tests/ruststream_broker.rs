@@ -8,8 +8,8 @@ use std::num::NonZeroU32;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::join_all;
+use futures::{Stream, StreamExt};
 use ruststream::{Broker, BytesMut, ConnectedBroker, OutgoingMessage, Subscriber};
 use sqs_engine::prelude::*;
 use support::Recording;
@@ -30,6 +30,19 @@ fn queue(name: &str) -> SqsQueue {
 
 fn message<'a>(name: &'a str, body: &[u8], headers: HeaderMap) -> OutgoingMessage<'a, BytesMut> {
     OutgoingMessage::produced(name, BytesMut::from(body)).with_headers(headers)
+}
+
+/// The next delivery of a subscription's stream, within 20 s; `what` names it if none comes.
+async fn next<S, E>(stream: &mut S, what: &str) -> SqsMessage
+where
+    S: Stream<Item = Result<SqsMessage, E>> + Unpin,
+    E: std::fmt::Debug,
+{
+    tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within 20 s"))
+        .expect("the stream goes on")
+        .unwrap_or_else(|error| panic!("{what}: {error:?}"))
 }
 
 fn calls(recording: &Recording, action: &str) -> Vec<usize> {
@@ -70,11 +83,7 @@ async fn publishes_and_acks_of_many_messages_share_batch_calls() {
     {
         let mut stream = Box::pin(subscriber.stream());
         while received.len() < 40 {
-            let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
-                .await
-                .expect("a delivery in time")
-                .expect("the stream goes on")
-                .expect("a delivery");
+            let delivery = next(&mut stream, "a delivery").await;
             received.push(delivery);
         }
     }
@@ -115,11 +124,7 @@ async fn a_binary_body_and_headers_arrive_as_sent_with_the_receive_count() {
         .expect("publish");
 
     let mut stream = Box::pin(subscriber.stream());
-    let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .expect("a delivery in time")
-        .expect("the stream goes on")
-        .expect("a delivery");
+    let delivery = next(&mut stream, "a delivery").await;
     assert_eq!(delivery.payload(), body);
     assert_eq!(delivery.headers().get_str("tenant"), Some("acme"));
     assert_eq!(
@@ -138,11 +143,7 @@ async fn a_binary_body_and_headers_arrive_as_sent_with_the_receive_count() {
 
     // Retried, it comes back as the same message, its count one higher.
     delivery.nack(true).await.expect("retry");
-    let again = tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .expect("the retry in time")
-        .expect("the stream goes on")
-        .expect("a delivery");
+    let again = next(&mut stream, "the retry").await;
     assert_eq!(again.payload(), body);
     assert_eq!(again.redelivery_count(), Some(2));
     assert_eq!(again.headers().get_str(RECEIVE_COUNT_HEADER), Some("2"));
@@ -262,12 +263,12 @@ async fn a_fifo_queue_takes_groups_and_drops_a_second_send_with_the_same_dedupli
     let mut stream = Box::pin(subscriber.stream());
     let mut bodies = Vec::new();
     for _ in 0..2 {
-        let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
-            .await
-            .expect("a delivery in time")
-            .expect("the stream goes on")
-            .expect("a delivery");
+        let delivery = next(&mut stream, "a delivery").await;
         assert_eq!(delivery.partition_key(), Some(&b"account-7"[..]));
+        assert_eq!(
+            delivery.headers().get_str(PARTITION_KEY_HEADER),
+            Some("account-7")
+        );
         bodies.push(String::from_utf8(delivery.payload().to_vec()).expect("text"));
         delivery.ack().await.expect("ack");
     }
@@ -304,20 +305,20 @@ async fn a_drop_on_the_last_allowed_receive_moves_the_message_to_the_dead_letter
         .expect("publish");
 
     let mut stream = Box::pin(subscriber.stream());
-    let first = stream.next().await.expect("open").expect("a delivery");
+    let first = next(&mut stream, "a delivery").await;
     assert_eq!(first.redelivery_count(), Some(1));
     first.nack(true).await.expect("retry");
-    let second = stream.next().await.expect("open").expect("a delivery");
+    let second = next(&mut stream, "a delivery").await;
     assert_eq!(second.redelivery_count(), Some(2));
     // A drop at the cap returns the message rather than deleting it.
     second.nack(false).await.expect("drop");
 
     let mut dead_stream = Box::pin(dead_subscriber.stream());
-    let moved = tokio::time::timeout(Duration::from_secs(20), dead_stream.next())
-        .await
-        .expect("the message reaches the dead-letter queue")
-        .expect("open")
-        .expect("a delivery");
+    let moved = next(
+        &mut dead_stream,
+        "the message reaches the dead-letter queue",
+    )
+    .await;
     assert_eq!(moved.payload(), b"invoice 9");
     moved.ack().await.expect("ack");
     let visibility: Vec<usize> = calls(&recording, "ChangeMessageVisibilityBatch");
@@ -346,7 +347,7 @@ async fn after_shutdown_publishes_and_settlements_are_refused() {
         .expect("publish");
     let delivery = {
         let mut stream = Box::pin(subscriber.stream());
-        stream.next().await.expect("open").expect("a delivery")
+        next(&mut stream, "a delivery").await
     };
     drop(subscriber);
     connected.shutdown().await.expect("shutdown");
@@ -375,11 +376,7 @@ async fn a_broker_made_from_an_sdk_config_talks_to_its_endpoint() {
         .await
         .expect("publish");
     let mut stream = Box::pin(subscriber.stream());
-    let delivery = tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .expect("a delivery in time")
-        .expect("the stream goes on")
-        .expect("a delivery");
+    let delivery = next(&mut stream, "a delivery").await;
     assert_eq!(delivery.payload(), b"configured");
     delivery.ack().await.expect("ack");
     drop(stream);
