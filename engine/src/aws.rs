@@ -1,6 +1,7 @@
 //! [`SqsApi`] over `aws-sdk-sqs`: the one module that talks to SQS.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::retry::RetryConfig;
@@ -23,15 +24,30 @@ use crate::message::{AttributeValue, MessageAttribute};
 /// Made with [`from_sdk_config`](Self::from_sdk_config), the client's own retries are turned
 /// off: the engine retries transient failures itself, with backoff and jitter, and counts each
 /// call. Made from a client with [`new`](Self::new), the client is used as it is.
+///
+/// Every call gets an answer within [`DEFAULT_CALL_TIMEOUT`] (a long poll: within its wait and
+/// that), or is abandoned and reported as a [`Network`](CallErrorKind::Network) failure, which
+/// the engine retries like any other. Without a bound, a call on a connection that went silent
+/// (a half-open TCP connection behind a NAT, say) could wait for many minutes, and with it a
+/// receiver or the settlements of a whole batch. Change it with
+/// [`with_call_timeout`](Self::with_call_timeout).
 #[derive(Debug, Clone)]
 pub struct AwsSqs {
     client: Client,
+    call_timeout: Duration,
 }
+
+/// How long a call may go unanswered, a long poll's wait aside: 10 s, hundreds of times what
+/// SQS usually takes.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl AwsSqs {
     /// Uses `client` as it is configured, its retry policy included.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+        }
     }
 
     /// A client from an `aws-config` [`SdkConfig`](aws_config::SdkConfig) (credentials, region,
@@ -40,9 +56,15 @@ impl AwsSqs {
         let config = aws_sdk_sqs::config::Builder::from(config)
             .retry_config(RetryConfig::disabled())
             .build();
-        Self {
-            client: Client::from_conf(config),
-        }
+        Self::new(Client::from_conf(config))
+    }
+
+    /// Abandons a call with no answer after `timeout` (a long poll: after its wait and
+    /// `timeout`), reporting it as a network failure. Default [`DEFAULT_CALL_TIMEOUT`].
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
     }
 
     /// The client underneath.
@@ -51,15 +73,28 @@ impl AwsSqs {
     }
 }
 
+/// `call`'s answer, or a network failure once `limit` has passed without one.
+async fn within<T>(
+    limit: Duration,
+    call: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+        Err(CallError::new(
+            CallErrorKind::Network,
+            format!("no answer within {limit:?}: the call was abandoned"),
+        ))
+    })
+}
+
 impl SqsApi for AwsSqs {
     fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
         let call = self.client.get_queue_url().queue_name(queue_name).send();
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             let output = call.await.map_err(classify)?;
             output
                 .queue_url
                 .ok_or_else(|| CallError::new(CallErrorKind::Other, "GetQueueUrl answered no URL"))
-        })
+        }))
     }
 
     fn create_queue<'a>(
@@ -71,12 +106,12 @@ impl SqsApi for AwsSqs {
         for (name, value) in attributes {
             call = call.attributes(QueueAttributeName::from(*name), value.clone());
         }
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             output
                 .queue_url
                 .ok_or_else(|| CallError::new(CallErrorKind::Other, "CreateQueue answered no URL"))
-        })
+        }))
     }
 
     fn queue_attributes<'a>(
@@ -89,7 +124,7 @@ impl SqsApi for AwsSqs {
             .queue_url(queue_url)
             .attribute_names(QueueAttributeName::All)
             .send();
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             let output = call.await.map_err(classify)?;
             let mut attributes = output.attributes.unwrap_or_default();
             Ok(QueueAttributes {
@@ -102,7 +137,7 @@ impl SqsApi for AwsSqs {
                     .is_some_and(|v| v.eq_ignore_ascii_case("true")),
                 redrive_policy: attributes.remove(&QueueAttributeName::RedrivePolicy),
             })
-        })
+        }))
     }
 
     fn set_queue_attributes<'a>(
@@ -114,10 +149,10 @@ impl SqsApi for AwsSqs {
         for (name, value) in attributes {
             call = call.attributes(QueueAttributeName::from(*name), value.clone());
         }
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             call.send().await.map_err(classify)?;
             Ok(())
-        })
+        }))
     }
 
     fn receive<'a>(
@@ -134,7 +169,7 @@ impl SqsApi for AwsSqs {
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
             .send();
-        Box::pin(async move {
+        Box::pin(within(request.wait_time + self.call_timeout, async move {
             let output = call.await.map_err(classify)?;
             Ok(output
                 .messages
@@ -142,7 +177,7 @@ impl SqsApi for AwsSqs {
                 .into_iter()
                 .map(convert_message)
                 .collect())
-        })
+        }))
     }
 
     fn delete_message_batch<'a>(
@@ -162,11 +197,11 @@ impl SqsApi for AwsSqs {
             }
         }
         let entries = receipt_handles.len();
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
             Ok(align(entries, successful, output.failed))
-        })
+        }))
     }
 
     fn change_message_visibility_batch<'a>(
@@ -190,11 +225,11 @@ impl SqsApi for AwsSqs {
             }
         }
         let count = entries.len();
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
             Ok(align(count, successful, output.failed))
-        })
+        }))
     }
 
     fn send_message_batch<'a>(
@@ -226,11 +261,11 @@ impl SqsApi for AwsSqs {
             }
         }
         let count = entries.len();
-        Box::pin(async move {
+        Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
             Ok(align(count, successful, output.failed))
-        })
+        }))
     }
 }
 

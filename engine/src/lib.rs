@@ -99,7 +99,7 @@ pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
 };
-pub use aws::AwsSqs;
+pub use aws::{AwsSqs, DEFAULT_CALL_TIMEOUT};
 pub use backoff::Backoff;
 pub use consumer::{Consumer, ConsumerHandle};
 pub use delivery::{Delivery, Ticket};

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use sqs_engine::{CallErrorKind, Engine, EngineBuilder, Message, Outcome, SqsApi, Stats};
+use sqs_engine::{AwsSqs, CallErrorKind, Engine, EngineBuilder, Message, Outcome, SqsApi, Stats};
 use support::proxy::{Fault, Proxy};
 use support::*;
 use tokio::time::Instant;
@@ -727,6 +727,68 @@ async fn a_tenth_of_the_connections_reset_loses_nothing() {
             count.failed,
             proxied.failed(),
             "{action}: {count:?} {proxied:?}"
+        );
+    }
+}
+
+/// A twentieth of every call, of every action, read by the proxy and never answered (the
+/// connection stays open and silent): each such call is abandoned after the call timeout and
+/// counted as failed, the work is retried, and nothing is lost. Without a bound on a call, the
+/// first silent receive would hold its receiver for good, and the run would stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_abandoned_after_the_call_timeout_and_nothing_is_lost() {
+    let _serial = SERIAL.lock().await;
+    const MESSAGES: usize = 1_000;
+    let started = Instant::now();
+    let client = client().await;
+    let (name, url, sent) = filled_queue(&client, "silence", 5, MESSAGES).await;
+    let proxy = Proxy::start().await;
+    proxy.inject(None, 0.05, &[Fault::Silence]);
+    let ledger: Arc<Ledger> = Arc::default();
+    let api = AwsSqs::from_sdk_config(&sdk_config_at(&proxy.url()).await)
+        .with_call_timeout(Duration::from_secs(1));
+    let engine = through(&proxy, &name)
+        .await
+        .api(api)
+        .receivers(4)
+        .workers(32)
+        .build()
+        .expect("valid settings");
+    let running = spawn_engine(engine, recording_handler(&ledger, Duration::ZERO));
+    until_done(&client, &url, &ledger, &sent, Duration::from_secs(90)).await;
+    let stats = running.shutdown().await;
+    let tally = ledger.tally(&sent);
+    let counts = proxy.counts();
+    print_table(&[Row {
+        scenario: "5% of calls never answered",
+        tally,
+        recovery: None,
+        retried: failed_calls(&stats),
+        wall: started.elapsed(),
+    }]);
+    println!("silence: {stats:?}\nproxy: {counts:?}");
+
+    assert_nothing_lost("silence", &tally);
+    assert!(
+        tally.duplicates <= stats.settled_failed() + stats.late_settlements,
+        "{} duplicates, {} failed and {} late settlements",
+        tally.duplicates,
+        stats.settled_failed(),
+        stats.late_settlements
+    );
+    // Every silenced call is a failed call in the engine's counters, but for a long poll
+    // abandoned at shutdown, which is counted apart.
+    for (action, count) in [
+        ("ReceiveMessage", stats.receive_message),
+        ("DeleteMessageBatch", stats.delete_message_batch),
+    ] {
+        let proxied = counts.action(action);
+        assert!(proxied.injected_total() > 0, "{action}: {proxied:?}");
+        assert!(
+            count.failed <= proxied.failed()
+                && proxied.failed() <= count.failed + stats.abandoned_receives,
+            "{action}: {count:?} {proxied:?}, {} long polls abandoned",
+            stats.abandoned_receives
         );
     }
 }

@@ -51,6 +51,9 @@ pub enum Fault {
     ServiceUnavailable,
     /// The request is read and the connection is reset (RST) without an answer.
     Reset,
+    /// The request is read and never answered, nor forwarded: the connection stays open and
+    /// silent, as one that went half-open does.
+    Silence,
 }
 
 impl Fault {
@@ -69,6 +72,7 @@ impl Fault {
             Fault::InternalError => "500",
             Fault::ServiceUnavailable => "503",
             Fault::Reset => "reset",
+            Fault::Silence => "silence",
         }
     }
 
@@ -95,7 +99,7 @@ impl Fault {
                 Some("ServiceUnavailable;Receiver"),
                 r#"{"__type":"com.amazonaws.sqs#ServiceUnavailable","message":"The request has failed due to a temporary failure of the server."}"#,
             ),
-            Fault::Reset => return None,
+            Fault::Reset | Fault::Silence => return None,
         })
     }
 }
@@ -401,6 +405,9 @@ async fn handle(
     }
     if let Some(fault) = shared.fault_for(&action) {
         shared.count(&action, |c| *c.injected.entry(fault).or_default() += 1);
+        if fault == Fault::Silence {
+            return std::future::pending().await;
+        }
         let Some((status, query_error, body)) = fault.answer() else {
             return reset(&token).await;
         };
