@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::StalledStreamProtectionConfig;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::primitives::Blob;
@@ -51,12 +52,11 @@ impl AwsSqs {
     }
 
     /// A client from an `aws-config` [`SdkConfig`](aws_config::SdkConfig) (credentials, region,
-    /// endpoint, `AWS_ENDPOINT_URL`), with the SDK's own retries turned off.
+    /// endpoint, `AWS_ENDPOINT_URL`), with the SDK's own retries turned off, and its
+    /// stalled-stream protection too: the call timeout bounds a whole call, a stalled body
+    /// included, at less cost.
     pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
-        let config = aws_sdk_sqs::config::Builder::from(config)
-            .retry_config(RetryConfig::disabled())
-            .build();
-        Self::new(Client::from_conf(config))
+        Self::new(Client::from_conf(client_config(config).build()))
     }
 
     /// Abandons a call with no answer after `timeout` (a long poll: after its wait and
@@ -71,6 +71,14 @@ impl AwsSqs {
     pub fn client(&self) -> &Client {
         &self.client
     }
+}
+
+/// The client settings the engine makes its calls with, from `config`: no SDK retries (the
+/// engine retries, and counts) and no stalled-stream protection (the call timeout covers it).
+pub(crate) fn client_config(config: &aws_config::SdkConfig) -> aws_sdk_sqs::config::Builder {
+    aws_sdk_sqs::config::Builder::from(config)
+        .retry_config(RetryConfig::disabled())
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
 }
 
 /// `call`'s answer, or a network failure once `limit` has passed without one.

@@ -11,7 +11,6 @@ use ::ruststream::{
 };
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::config::Credentials;
-use aws_sdk_sqs::config::retry::RetryConfig;
 use tracing::info;
 
 use super::error::SqsError;
@@ -148,8 +147,7 @@ impl SqsBroker {
                 loader.load().await
             }
         };
-        let mut builder =
-            aws_sdk_sqs::config::Builder::from(&config).retry_config(RetryConfig::disabled());
+        let mut builder = crate::aws::client_config(&config);
         if let Some(endpoint) = self.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
