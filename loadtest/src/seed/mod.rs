@@ -657,7 +657,17 @@ fn print_table(
         let others = run
             .others_in_log
             .map(|others| {
-                format!("; other processes' calls in LocalStack's log meanwhile: {others}")
+                if others < 0 {
+                    // A long poll under way when the service stopped was counted by the proxy
+                    // but, cut short, never logged by LocalStack.
+                    format!(
+                        "; LocalStack's log {} call(s) short of the proxy's count (long polls cut \
+                         short at shutdown are not logged)",
+                        -others
+                    )
+                } else {
+                    format!("; other processes' calls in LocalStack's log meanwhile: {others}")
+                }
             })
             .unwrap_or_default();
         println!(
