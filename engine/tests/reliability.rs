@@ -347,6 +347,78 @@ fn assert_nothing_lost(scenario: &str, tally: &Tally) {
     );
 }
 
+/// A message handled twice only where the engine counted why: a settlement that failed or
+/// came too late.
+fn assert_duplicates_counted(scenario: &str, tally: &Tally, stats: &Stats) {
+    assert!(
+        tally.duplicates <= stats.settled_failed() + stats.late_settlements,
+        "{scenario}: {} duplicates, {} failed and {} late settlements",
+        tally.duplicates,
+        stats.settled_failed(),
+        stats.late_settlements
+    );
+}
+
+/// A scenario of faults injected into a share of every call, whatever the action.
+struct Faults {
+    /// The scenario's row in the table.
+    scenario: &'static str,
+    /// The queue name's prefix.
+    prefix: &'static str,
+    /// The queue's visibility timeout, in seconds.
+    visibility_secs: u32,
+    messages: usize,
+    rate: f64,
+    faults: &'static [Fault],
+    /// The engine's bound on one call, when not the default.
+    call_timeout: Option<Duration>,
+    /// Until every message is processed and the queue is empty, at most.
+    limit: Duration,
+}
+
+/// What a run through [`Faults`] left.
+struct FaultRun {
+    stats: Stats,
+    counts: support::proxy::Counts,
+}
+
+impl Faults {
+    /// Fills a queue, runs the engine `configure` makes (on a builder through the proxy) with
+    /// the faults injected until every message is processed, and prints the scenario's row.
+    /// Checks that nothing was lost and that every duplicate is counted.
+    async fn run(&self, configure: impl FnOnce(EngineBuilder) -> EngineBuilder) -> FaultRun {
+        let started = Instant::now();
+        let client = client().await;
+        let (name, url, sent) =
+            filled_queue(&client, self.prefix, self.visibility_secs, self.messages).await;
+        let proxy = Proxy::start().await;
+        proxy.inject(None, self.rate, self.faults);
+        let ledger: Arc<Ledger> = Arc::default();
+        let mut builder = through(&proxy, &name).await;
+        if let Some(timeout) = self.call_timeout {
+            let config = sdk_config_at(&proxy.url()).await;
+            builder = builder.api(AwsSqs::from_sdk_config(&config).with_call_timeout(timeout));
+        }
+        let engine = configure(builder).build().expect("valid settings");
+        let running = spawn_engine(engine, recording_handler(&ledger, Duration::ZERO));
+        until_done(&client, &url, &ledger, &sent, self.limit).await;
+        let stats = running.shutdown().await;
+        let tally = ledger.tally(&sent);
+        let counts = proxy.counts();
+        print_table(&[Row {
+            scenario: self.scenario,
+            tally,
+            recovery: None,
+            retried: failed_calls(&stats),
+            wall: started.elapsed(),
+        }]);
+        println!("{}: {stats:?}\nproxy: {counts:?}", self.prefix);
+        assert_nothing_lost(self.scenario, &tally);
+        assert_duplicates_counted(self.scenario, &tally, &stats);
+        FaultRun { stats, counts }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The proxy's faults are the failures the engine knows.
 
@@ -571,13 +643,7 @@ async fn an_outage_of_15_s_is_ridden_out_with_backoff_and_nothing_is_lost() {
     // about 10 s) during the outage leaves its message on the queue, and it comes back when
     // its 5 s visibility lapses, to be processed again. Every duplicate must be explained by a
     // settlement that failed or landed late.
-    assert!(
-        tally.duplicates <= stats.settled_failed() + stats.late_settlements,
-        "{} duplicates, {} failed and {} late settlements",
-        tally.duplicates,
-        stats.settled_failed(),
-        stats.late_settlements
-    );
+    assert_duplicates_counted("outage", &tally, &stats);
     assert_eq!(
         tally.overlaps, 0,
         "a message was handed out while its handler ran"
@@ -594,41 +660,18 @@ async fn an_outage_of_15_s_is_ridden_out_with_backoff_and_nothing_is_lost() {
 async fn a_fifth_of_the_calls_throttled_or_5xx_loses_nothing_and_retries_are_counted() {
     let _serial = SERIAL.lock().await;
     const MESSAGES: usize = 3_000;
-    const RATE: f64 = 0.2;
-    let started = Instant::now();
-    let client = client().await;
-    let (name, url, sent) = filled_queue(&client, "throttled", 10, MESSAGES).await;
-    let proxy = Proxy::start().await;
-    proxy.inject(None, RATE, &Fault::ANSWERED);
-    let ledger: Arc<Ledger> = Arc::default();
-    let engine = through(&proxy, &name)
-        .await
-        .receivers(8)
-        .workers(32)
-        .build()
-        .expect("valid settings");
-    let running = spawn_engine(engine, recording_handler(&ledger, Duration::ZERO));
-    until_done(&client, &url, &ledger, &sent, Duration::from_secs(90)).await;
-    let stats = running.shutdown().await;
-    let tally = ledger.tally(&sent);
-    let counts = proxy.counts();
-    print_table(&[Row {
+    let FaultRun { stats, counts } = Faults {
         scenario: "20% throttling and 5xx",
-        tally,
-        recovery: None,
-        retried: failed_calls(&stats),
-        wall: started.elapsed(),
-    }]);
-    println!("throttled: {stats:?}\nproxy: {counts:?}");
-
-    assert_nothing_lost("throttling", &tally);
-    assert!(
-        tally.duplicates <= stats.settled_failed() + stats.late_settlements,
-        "{} duplicates, {} failed and {} late settlements",
-        tally.duplicates,
-        stats.settled_failed(),
-        stats.late_settlements
-    );
+        prefix: "throttled",
+        visibility_secs: 10,
+        messages: MESSAGES,
+        rate: 0.2,
+        faults: &Fault::ANSWERED,
+        call_timeout: None,
+        limit: Duration::from_secs(90),
+    }
+    .run(|engine| engine.receivers(8).workers(32))
+    .await;
     // Every fault the proxy injected is a failed call in the engine's counters, and every call
     // it forwarded a successful one.
     for (action, count) in [
@@ -682,41 +725,18 @@ async fn a_fifth_of_the_calls_throttled_or_5xx_loses_nothing_and_retries_are_cou
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenth_of_the_connections_reset_loses_nothing() {
     let _serial = SERIAL.lock().await;
-    const MESSAGES: usize = 1_000;
-    let started = Instant::now();
-    let client = client().await;
-    let (name, url, sent) = filled_queue(&client, "resets", 5, MESSAGES).await;
-    let proxy = Proxy::start().await;
-    proxy.inject(None, 0.1, &[Fault::Reset]);
-    let ledger: Arc<Ledger> = Arc::default();
-    let engine = through(&proxy, &name)
-        .await
-        .receivers(4)
-        .workers(32)
-        .build()
-        .expect("valid settings");
-    let running = spawn_engine(engine, recording_handler(&ledger, Duration::ZERO));
-    until_done(&client, &url, &ledger, &sent, Duration::from_secs(60)).await;
-    let stats = running.shutdown().await;
-    let tally = ledger.tally(&sent);
-    let counts = proxy.counts();
-    print_table(&[Row {
+    let FaultRun { stats, counts } = Faults {
         scenario: "10% connections reset",
-        tally,
-        recovery: None,
-        retried: failed_calls(&stats),
-        wall: started.elapsed(),
-    }]);
-    println!("resets: {stats:?}\nproxy: {counts:?}");
-
-    assert_nothing_lost("resets", &tally);
-    assert!(
-        tally.duplicates <= stats.settled_failed() + stats.late_settlements,
-        "{} duplicates, {} failed and {} late settlements",
-        tally.duplicates,
-        stats.settled_failed(),
-        stats.late_settlements
-    );
+        prefix: "resets",
+        visibility_secs: 5,
+        messages: 1_000,
+        rate: 0.1,
+        faults: &[Fault::Reset],
+        call_timeout: None,
+        limit: Duration::from_secs(60),
+    }
+    .run(|engine| engine.receivers(4).workers(32))
+    .await;
     for (action, count) in [
         ("ReceiveMessage", stats.receive_message),
         ("DeleteMessageBatch", stats.delete_message_batch),
@@ -738,44 +758,18 @@ async fn a_tenth_of_the_connections_reset_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_are_abandoned_after_the_call_timeout_and_nothing_is_lost() {
     let _serial = SERIAL.lock().await;
-    const MESSAGES: usize = 1_000;
-    let started = Instant::now();
-    let client = client().await;
-    let (name, url, sent) = filled_queue(&client, "silence", 5, MESSAGES).await;
-    let proxy = Proxy::start().await;
-    proxy.inject(None, 0.05, &[Fault::Silence]);
-    let ledger: Arc<Ledger> = Arc::default();
-    let api = AwsSqs::from_sdk_config(&sdk_config_at(&proxy.url()).await)
-        .with_call_timeout(Duration::from_secs(1));
-    let engine = through(&proxy, &name)
-        .await
-        .api(api)
-        .receivers(4)
-        .workers(32)
-        .build()
-        .expect("valid settings");
-    let running = spawn_engine(engine, recording_handler(&ledger, Duration::ZERO));
-    until_done(&client, &url, &ledger, &sent, Duration::from_secs(90)).await;
-    let stats = running.shutdown().await;
-    let tally = ledger.tally(&sent);
-    let counts = proxy.counts();
-    print_table(&[Row {
+    let FaultRun { stats, counts } = Faults {
         scenario: "5% of calls never answered",
-        tally,
-        recovery: None,
-        retried: failed_calls(&stats),
-        wall: started.elapsed(),
-    }]);
-    println!("silence: {stats:?}\nproxy: {counts:?}");
-
-    assert_nothing_lost("silence", &tally);
-    assert!(
-        tally.duplicates <= stats.settled_failed() + stats.late_settlements,
-        "{} duplicates, {} failed and {} late settlements",
-        tally.duplicates,
-        stats.settled_failed(),
-        stats.late_settlements
-    );
+        prefix: "silence",
+        visibility_secs: 5,
+        messages: 1_000,
+        rate: 0.05,
+        faults: &[Fault::Silence],
+        call_timeout: Some(Duration::from_secs(1)),
+        limit: Duration::from_secs(90),
+    }
+    .run(|engine| engine.receivers(4).workers(32))
+    .await;
     // Every silenced call is a failed call in the engine's counters, but for a long poll
     // abandoned at shutdown, which is counted apart.
     for (action, count) in [
