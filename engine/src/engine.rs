@@ -611,31 +611,20 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     'receive: loop {
         match &dispatch {
             Dispatch::Single(handler) => {
-                let delivery = tokio::select! {
-                    biased;
-                    () = stop.cancelled() => break 'receive,
-                    delivery = consumer.recv() => match delivery {
-                        Some(delivery) => delivery,
-                        None => break 'receive,
-                    },
+                let Some(Some(delivery)) = unless_stopped(&stop, consumer.recv()).await else {
+                    break 'receive;
                 };
-                let permit = tokio::select! {
-                    biased;
-                    () = stop.cancelled() => {
-                        returned.push(delivery);
-                        break 'receive;
-                    }
-                    permit = Arc::clone(&workers).acquire_owned() => permit,
+                // The pool's semaphore is never closed.
+                let Some(Ok(permit)) =
+                    unless_stopped(&stop, Arc::clone(&workers).acquire_owned()).await
+                else {
+                    returned.push(delivery);
+                    break 'receive;
                 };
                 // The rest of the same receive batch that can start now (a free worker
                 // each) starts with it, on one task: its handlers still run concurrently
                 // and settle each on its own, but the batch stays on one thread and costs
                 // one spawn instead of one per message.
-                let Ok(permit) = permit else {
-                    // The pool's semaphore is never closed.
-                    returned.push(delivery);
-                    break 'receive;
-                };
                 let mut group = Vec::with_capacity(GROUP_MAX);
                 group.push((delivery, permit));
                 while group.len() < GROUP_MAX {
@@ -660,21 +649,14 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 });
             }
             Dispatch::Batch(handler) => {
-                let batch = tokio::select! {
-                    biased;
-                    () = stop.cancelled() => break 'receive,
-                    batch = consumer.recv_batch(10) => match batch {
-                        Some(batch) => batch,
-                        None => break 'receive,
-                    },
+                let Some(Some(batch)) = unless_stopped(&stop, consumer.recv_batch(10)).await else {
+                    break 'receive;
                 };
-                let permit = tokio::select! {
-                    biased;
-                    () = stop.cancelled() => {
-                        returned.extend(batch);
-                        break 'receive;
-                    }
-                    permit = Arc::clone(&workers).acquire_owned() => permit,
+                let Some(Ok(permit)) =
+                    unless_stopped(&stop, Arc::clone(&workers).acquire_owned()).await
+                else {
+                    returned.extend(batch);
+                    break 'receive;
                 };
                 let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
                     continue;
@@ -721,6 +703,16 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     // Every handler is done: no delivery is left to keep invisible.
     control.shutdown().await;
     drop(consumer);
+}
+
+/// `future`'s output, or `None` once `stop` is cancelled (looked at first). `future` must be
+/// cancel safe: it is dropped when `stop` wins.
+async fn unless_stopped<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        value = future => Some(value),
+    }
 }
 
 /// The most deliveries of one receive batch started on one task.
@@ -886,14 +878,17 @@ mod tests {
             step(&done, false),
             step(&done, false),
         ];
-        tokio::spawn(JoinAll::new(group))
+        tokio::time::timeout(Duration::from_secs(5), tokio::spawn(JoinAll::new(group)))
             .await
+            .expect("the group finishes")
             .expect("the group's task survives a panicking handler");
         assert_eq!(done.load(Ordering::SeqCst), 3);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_empty_group_is_done_at_once() {
-        JoinAll::new(Vec::new()).await;
+        tokio::time::timeout(Duration::from_secs(1), JoinAll::new(Vec::new()))
+            .await
+            .expect("an empty group is ready when first polled");
     }
 }
