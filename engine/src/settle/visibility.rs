@@ -45,9 +45,12 @@ pub(crate) fn visibility_seconds(
     }
 }
 
-/// Whole seconds, rounded up.
+/// Whole seconds, rounded up; saturating, so that `Duration::MAX` stays the longest delay
+/// rather than wrapping round to none.
 pub(crate) fn ceil_seconds(delay: Duration) -> u64 {
-    delay.as_secs() + u64::from(delay.subsec_nanos() > 0)
+    delay
+        .as_secs()
+        .saturating_add(u64::from(delay.subsec_nanos() > 0))
 }
 
 fn to_u32(seconds: u64) -> u32 {
@@ -123,10 +126,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_longest_delay_saturates_to_the_window_instead_of_wrapping_to_none() {
+        let received = Instant::now();
+        let end = received + MAX_VISIBILITY;
+        assert_eq!(
+            visibility_seconds(Duration::MAX, end, received),
+            (43_200, true)
+        );
+        let later = received + secs(3600);
+        assert_eq!(
+            visibility_seconds(Duration::MAX, end, later),
+            (39_600, true)
+        );
+        assert_eq!(ceil_seconds(Duration::MAX), u64::MAX);
+        assert_eq!(ceil_seconds(Duration::new(u64::MAX - 1, 1)), u64::MAX);
+    }
+
     proptest! {
         #[test]
         fn a_message_never_comes_back_early_nor_past_its_window(
-            delay_ms in 0u64..50_000_000,
+            delay_ms in prop_oneof![0u64..50_000_000, Just(u64::MAX)],
             elapsed_ms in 0u64..45_000_000,
         ) {
             let received = Instant::now();
