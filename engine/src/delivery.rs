@@ -26,18 +26,24 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A delivery of `received`, from a receive call made at `called_at`.
+    ///
+    /// SQS starts the message's visibility timeout, and its 12-hour window, when it hands the
+    /// message out: somewhere between the call's start and its answer (a long poll may wait up
+    /// to 20 s before that). Both are counted from the call's start, so the engine's deadline
+    /// is never later than SQS's own: the heartbeat extends in time, and a settlement past the
+    /// deadline is counted as late.
     pub(crate) fn new(
         queue: Arc<QueueRuntime>,
         received: ReceivedMessage,
         slot: Option<OwnedSemaphorePermit>,
-        window_start: Instant,
-        received_at: Instant,
+        called_at: Instant,
     ) -> Self {
         let (message, receipt) = Message::from_received(received);
-        let visible_until = received_at + Duration::from_secs(u64::from(queue.visibility_timeout));
+        let visible_until = called_at + Duration::from_secs(u64::from(queue.visibility_timeout));
         let receipt: Arc<str> = Arc::from(receipt);
         let message_id: Arc<str> = Arc::from(message.id());
-        let window_end = window_start + MAX_VISIBILITY;
+        let window_end = called_at + MAX_VISIBILITY;
         let at_last_receive = queue
             .max_receive_count
             .is_some_and(|cap| message.receive_count() >= cap);

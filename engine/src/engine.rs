@@ -141,7 +141,8 @@ impl EngineBuilder {
     /// Messages received ahead of a free worker (with the [`Consumer`], received and not yet
     /// handed out). The engine never holds more than `workers + prefetch` unsettled messages,
     /// nor more than `prefetch` (at least one receive batch) waiting; each receiver waits for
-    /// room for a whole receive batch. Default: one receive batch per receiver.
+    /// room for a whole receive batch. Default: one receive batch per receiver; at most
+    /// 100 000.
     pub fn prefetch(mut self, prefetch: usize) -> Self {
         self.prefetch = Some(prefetch);
         self
@@ -207,8 +208,9 @@ impl EngineBuilder {
 
     /// How long before a message's visibility deadline the heartbeat extends it. Default: a
     /// fifth of the visibility timeout, at least 1 s and at most 60 s; never more than half
-    /// the timeout. Make it larger than the worst delay of a `ChangeMessageVisibilityBatch`
-    /// call, retries included.
+    /// the timeout. At least 1 s: a smaller margin would send extensions at the deadline
+    /// itself, after SQS may already have handed the message out again. Make it larger than
+    /// the worst delay of a `ChangeMessageVisibilityBatch` call, retries included.
     pub fn heartbeat_margin(mut self, margin: Duration) -> Self {
         self.heartbeat_margin = Some(margin);
         self
@@ -291,7 +293,13 @@ impl EngineBuilder {
             )
             .into());
         }
+        if let Some(margin) = self.heartbeat_margin
+            && margin < MIN_HEARTBEAT_MARGIN
+        {
+            return Err(ConfigError::duration("heartbeat_margin", margin, "at least 1 s").into());
+        }
         let prefetch = self.prefetch.unwrap_or(self.receive_batch * self.receivers);
+        check_range("prefetch", prefetch, 0..=MAX_PREFETCH, "0..=100000")?;
         if self.workers + prefetch < self.receive_batch {
             return Err(ConfigError::new(
                 "prefetch",
@@ -352,6 +360,12 @@ impl EngineBuilder {
         })
     }
 }
+
+/// The most messages received ahead of the workers.
+const MAX_PREFETCH: usize = 100_000;
+
+/// The smallest heartbeat margin: an extension must reach SQS before the deadline.
+const MIN_HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
 
 fn check_range(
     setting: &'static str,
@@ -857,6 +871,57 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+    use crate::stand_in::StandIn;
+
+    fn builder() -> EngineBuilder {
+        Engine::builder()
+            .api(StandIn::scripted(Vec::new()))
+            .queue("q")
+    }
+
+    fn refused(builder: EngineBuilder, setting: &str) {
+        match builder.build() {
+            Err(Error::Config(error)) => {
+                assert!(error.to_string().contains(setting), "{error}");
+            }
+            other => panic!("{setting}: expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_prefetch_past_its_bound_is_refused_rather_than_overflowing_the_slots() {
+        refused(builder().prefetch(usize::MAX), "prefetch");
+        refused(builder().prefetch(MAX_PREFETCH + 1), "prefetch");
+        refused(
+            builder().workers(100_000).prefetch(usize::MAX - 50_000),
+            "prefetch",
+        );
+        builder()
+            .workers(100_000)
+            .prefetch(MAX_PREFETCH)
+            .build()
+            .expect("the largest settings fit the engine's slots");
+    }
+
+    #[test]
+    fn a_heartbeat_margin_under_a_second_is_refused() {
+        refused(
+            builder().heartbeat_margin(Duration::ZERO),
+            "heartbeat_margin",
+        );
+        refused(
+            builder().heartbeat_margin(Duration::from_millis(999)),
+            "heartbeat_margin",
+        );
+        builder()
+            .heartbeat_margin(Duration::from_secs(1))
+            .build()
+            .expect("one second is enough");
+        builder()
+            .heartbeat_margin(Duration::MAX)
+            .build()
+            .expect("a margin past half the timeout is shortened to half of it");
+    }
 
     /// A handler future that yields once (so the others run meanwhile), then counts itself
     /// done, or panics.

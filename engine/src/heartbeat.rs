@@ -68,6 +68,17 @@ impl Heartbeat {
         }
     }
 
+    /// Takes the extensions due at `now`, as the driver does.
+    #[cfg(test)]
+    pub(crate) fn poll_due(&self, now: Instant) -> Vec<Extension> {
+        self.lock().poll_due(now)
+    }
+
+    /// Whether a delivery is still kept invisible: neither settled nor dropped.
+    pub(crate) fn is_tracked(&self, key: u64) -> bool {
+        self.lock().tracked.contains_key(&key)
+    }
+
     /// An extension finally failed. Returns whether the delivery was still tracked: when it
     /// was settled meanwhile, its extension failing is of no consequence.
     pub(crate) fn failed(&self, key: u64) -> bool {

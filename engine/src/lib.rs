@@ -74,6 +74,7 @@ mod backoff;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
+mod caught;
 mod consumer;
 mod delivery;
 mod engine;

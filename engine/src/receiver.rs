@@ -10,6 +10,7 @@ use tracing::{error, warn};
 
 use crate::api::{CallErrorKind, ReceiveRequest};
 use crate::backoff::Backoff;
+use crate::caught::caught;
 use crate::delivery::Delivery;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
@@ -73,9 +74,10 @@ pub(crate) async fn run(
             wait_time: config.wait_time,
             visibility_timeout: queue.visibility_timeout,
         };
-        // The 12-hour window is counted from before the call: never later than SQS's own.
-        let window_start = Instant::now();
-        let mut receive = queue.api.receive(&request);
+        // The visibility deadline and the 12-hour window are counted from before the call:
+        // never later than SQS's own.
+        let called_at = Instant::now();
+        let mut receive = std::pin::pin!(caught(async { queue.api.receive(&request).await }));
         let result = tokio::select! {
             biased;
             result = &mut receive => result,
@@ -86,7 +88,7 @@ pub(crate) async fn run(
                     Ok(result) => {
                         queue.metrics.call(Action::ReceiveMessage, result.is_ok());
                         if let Ok(messages) = result {
-                            return_at_once(&queue, messages, &mut permits, window_start);
+                            return_at_once(&queue, messages, &mut permits, called_at);
                         }
                     }
                     Err(_) => queue.metrics.receive_abandoned(),
@@ -102,12 +104,11 @@ pub(crate) async fn run(
                     continue;
                 }
                 queue.metrics.received(messages.len());
-                let received_at = Instant::now();
                 let deliveries: Vec<Delivery> = messages
                     .into_iter()
                     .map(|message| {
                         let slot = permits.split(1);
-                        Delivery::new(Arc::clone(&queue), message, slot, window_start, received_at)
+                        Delivery::new(Arc::clone(&queue), message, slot, called_at)
                     })
                     .collect();
                 // The room not used goes back now; the rest as the deliveries are handed out.
@@ -150,21 +151,14 @@ fn return_at_once(
     queue: &Arc<QueueRuntime>,
     messages: Vec<crate::api::ReceivedMessage>,
     permits: &mut tokio::sync::OwnedSemaphorePermit,
-    window_start: Instant,
+    called_at: Instant,
 ) {
     if messages.is_empty() {
         return;
     }
     queue.metrics.received(messages.len());
-    let received_at = Instant::now();
     for message in messages {
-        let delivery = Delivery::new(
-            Arc::clone(queue),
-            message,
-            permits.split(1),
-            window_start,
-            received_at,
-        );
+        let delivery = Delivery::new(Arc::clone(queue), message, permits.split(1), called_at);
         delivery.settle_detached(crate::outcome::Outcome::Retry);
     }
 }
@@ -177,4 +171,56 @@ fn oldest_age(deliveries: &[Delivery]) -> Option<Duration> {
         .filter_map(|d| d.message().sent_at())
         .filter_map(|sent| now.duration_since(sent).ok())
         .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::Engine;
+    use crate::api::ReceivedMessage;
+    use crate::stand_in::StandIn;
+
+    fn message(id: &str) -> ReceivedMessage {
+        ReceivedMessage {
+            message_id: id.to_owned(),
+            receipt_handle: format!("{id}-receipt"),
+            body: "body".to_owned(),
+            attributes: HashMap::from([("ApproximateReceiveCount".to_owned(), "1".to_owned())]),
+            message_attributes: HashMap::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_visibility_deadline_is_counted_from_the_receive_call_not_from_its_answer() {
+        let start = Instant::now();
+        // SQS may hand the message out (and start its 30 s) as soon as the call arrives, and
+        // the answer take 5 s to come back.
+        let api = StandIn::receiving(Duration::from_secs(5), vec![message("m")]);
+        let mut consumer = Engine::builder()
+            .api(Arc::clone(&api))
+            .queue("q")
+            .receivers(1)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        let delivery = consumer.recv().await.expect("the message");
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        // The heartbeat extends 6 s (a fifth of 30 s) before the deadline SQS may hold: 24 s
+        // after the call, not 24 s after the answer.
+        tokio::time::sleep_until(start + Duration::from_secs(25)).await;
+        assert_eq!(
+            api.calls(),
+            vec![vec!["m-receipt=30"]],
+            "extended before SQS's own deadline"
+        );
+        let handle = consumer.handle();
+        drop(delivery);
+        consumer.close().await;
+        handle.shutdown().await;
+    }
 }

@@ -1,7 +1,7 @@
 //! [`StandIn`]: an SQS inside the crate, for its unit tests on a paused clock and for the
 //! benches. It names every queue it is asked for, takes every setting (its queues report no
-//! visibility timeout of their own), never answers a receive, and answers each batch call from
-//! a script: by default, every entry succeeds. What
+//! visibility timeout of their own), answers no receive unless scripted to, and answers each
+//! batch call from a script: by default, every entry succeeds. What
 //! SQS itself does is proven against LocalStack in `tests/`.
 
 use std::collections::VecDeque;
@@ -31,6 +31,11 @@ pub(crate) struct StandIn {
     refuse: Option<&'static str>,
     /// How long each batch call takes.
     latency: Duration,
+    /// Whether each batch call panics, as a faulty [`SqsApi`] implementation may.
+    panics: bool,
+    /// The answers of the next receives, each after its delay; once spent, a receive never
+    /// answers.
+    receives: Mutex<VecDeque<(Duration, Vec<ReceivedMessage>)>>,
 }
 
 impl StandIn {
@@ -46,6 +51,26 @@ impl StandIn {
         Arc::new(Self {
             answers: Mutex::new(answers.into()),
             record: true,
+            ..Self::default()
+        })
+    }
+
+    /// Panics in every batch call.
+    #[cfg(test)]
+    pub(crate) fn panicking() -> Arc<Self> {
+        Arc::new(Self {
+            panics: true,
+            ..Self::default()
+        })
+    }
+
+    /// Answers the first receive with `messages` after `delay` (a long poll that waited, or a
+    /// slow answer), then no receive; records every batch call, answered with success.
+    #[cfg(test)]
+    pub(crate) fn receiving(delay: Duration, messages: Vec<ReceivedMessage>) -> Arc<Self> {
+        Arc::new(Self {
+            record: true,
+            receives: Mutex::new(VecDeque::from([(delay, messages)])),
             ..Self::default()
         })
     }
@@ -72,6 +97,10 @@ impl StandIn {
 
     /// Records a call of `count` entries (their texts made only when recording) and answers it.
     fn answer(&self, count: usize, entries: impl FnOnce() -> Vec<String>) -> BoxFuture<'_, Answer> {
+        assert!(
+            !self.panics,
+            "the stand-in's batch call panics, as it was told to"
+        );
         let entries = self.record.then(entries);
         let refused: Vec<bool> = match (&entries, self.refuse) {
             (Some(entries), Some(prefix)) => {
@@ -148,7 +177,20 @@ impl SqsApi for Arc<StandIn> {
         &'a self,
         _request: &'a ReceiveRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
-        Box::pin(std::future::pending())
+        let next = self
+            .receives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        Box::pin(async move {
+            match next {
+                Some((delay, messages)) => {
+                    tokio::time::sleep(delay).await;
+                    Ok(messages)
+                }
+                None => std::future::pending().await,
+            }
+        })
     }
 
     fn delete_message_batch<'a>(

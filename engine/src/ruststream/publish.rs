@@ -19,6 +19,7 @@ use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
 use super::queue::{is_fifo, queue_name};
 use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
 use crate::backoff::Backoff;
+use crate::caught::caught;
 use crate::message::{AttributeValue, MessageAttribute};
 use crate::queue::is_url;
 
@@ -565,7 +566,7 @@ async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pendi
         let budget_left = attempt < backoff.max_attempts();
         let mut retry_entries = Vec::new();
         let mut retry_waiting = Vec::new();
-        match api.send_message_batch(url, &entries).await {
+        match caught(async { api.send_message_batch(url, &entries).await }).await {
             Ok(results) => {
                 let mut results = results.into_iter();
                 for (entry, (named, tx)) in entries.into_iter().zip(waiting) {

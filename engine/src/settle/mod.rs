@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, warn};
 
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult};
+use crate::caught::caught;
 use crate::error::SettleError;
 use crate::heartbeat::Extension;
 use crate::metrics::Action;
@@ -419,20 +420,20 @@ async fn sleep_until_or_forever(deadline: Option<Instant>) {
 async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Token>) {
     let lane = batch.lane;
     let action = Action::of_lane(lane);
-    let receipts: Vec<Arc<str>> = match lane {
-        Lane::Visibility => batch
-            .entries
-            .iter()
-            .map(|e| Arc::clone(&e.receipt))
-            .collect(),
-        Lane::Delete => Vec::new(),
+    let _in_flight = CallInFlight {
+        queue: Arc::clone(&queue),
+        lane,
+        receipts: busy_receipts(lane, &batch.entries),
     };
     let mut entries = batch.entries;
+    if lane == Lane::Visibility {
+        drop_stale_extensions(&queue, &mut entries);
+    }
     let mut attempt: u32 = 1;
-    loop {
+    while !entries.is_empty() {
         let sent_at = Instant::now();
         let seconds = visibility_seconds(&entries, sent_at);
-        let result = send(&queue, lane, &entries, &seconds).await;
+        let result = caught(send(&queue, lane, &entries, &seconds)).await;
         queue.metrics.call(action, result.is_ok());
         let budget_left = attempt < queue.backoff.max_attempts();
         let mut retry = Vec::new();
@@ -487,16 +488,60 @@ async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Token>) {
                 }
             }
         }
-        if retry.is_empty() {
-            break;
+        if !retry.is_empty() {
+            queue.metrics.entries_retried(lane, retry.len());
+            tokio::time::sleep(queue.backoff.jittered(attempt)).await;
+            attempt += 1;
         }
-        queue.metrics.entries_retried(lane, retry.len());
-        tokio::time::sleep(queue.backoff.jittered(attempt)).await;
-        attempt += 1;
         entries = retry;
     }
-    queue.settler.lock().coalescer.finish(lane, &receipts);
-    queue.settler.wake.notify_one();
+}
+
+/// Tells the coalescer a batch call of `lane` is over when dropped: after its last answer, and
+/// also when the task sending it ends early (a panic, a runtime shutting down), so the lane
+/// never waits for a call that will not finish.
+struct CallInFlight {
+    queue: Arc<QueueRuntime>,
+    lane: Lane,
+    /// The receipt handles the call holds busy (visibility lane only).
+    receipts: Vec<Arc<str>>,
+}
+
+impl Drop for CallInFlight {
+    fn drop(&mut self) {
+        self.queue
+            .settler
+            .lock()
+            .coalescer
+            .finish(self.lane, &self.receipts);
+        self.queue.settler.wake.notify_one();
+    }
+}
+
+/// The receipt handles a batch of `lane` keeps busy while its call is in flight: those of the
+/// visibility lane, whose changes to one message must go out in order.
+fn busy_receipts(lane: Lane, entries: &[Entry<Token>]) -> Vec<Arc<str>> {
+    match lane {
+        Lane::Visibility => entries.iter().map(|e| Arc::clone(&e.receipt)).collect(),
+        Lane::Delete => Vec::new(),
+    }
+}
+
+/// Takes out the extensions of deliveries settled (or dropped) since the heartbeat asked for
+/// them. The settlement decides a settled message's visibility: an extension sent after a
+/// `retry_after(d)` would reset it to the full timeout and bring the message back before `d`.
+///
+/// Checked when the batch is about to go out, with its receipt handles already marked busy:
+/// a delivery still tracked here can only settle after this call is answered, so its
+/// settlement's entry goes out after the extension, never before it.
+fn drop_stale_extensions(queue: &QueueRuntime, entries: &mut Vec<Entry<Token>>) {
+    let Some(heartbeat) = &queue.heartbeat else {
+        return;
+    };
+    entries.retain(|entry| match &entry.token {
+        Token::Extend { key, .. } => heartbeat.is_tracked(*key),
+        Token::Settle(_) => true,
+    });
 }
 
 /// Hands an entry's final answer to whoever waits for it.
@@ -583,18 +628,27 @@ mod tests {
     use crate::stand_in::StandIn;
 
     async fn queue(api: Arc<StandIn>) -> Arc<QueueRuntime> {
+        open(api, None).await
+    }
+
+    /// A queue with a 30 s visibility timeout and the heartbeat on.
+    async fn queue_with_heartbeat(api: Arc<StandIn>) -> Arc<QueueRuntime> {
+        open(api, Some(None)).await
+    }
+
+    async fn open(api: Arc<StandIn>, heartbeat: Option<Option<Duration>>) -> Arc<QueueRuntime> {
         let (queue, _) = QueueRuntime::open(
             Arc::new(api),
             OpenOptions {
                 queue: "q".into(),
-                visibility_timeout: None,
+                visibility_timeout: heartbeat.map(|_| 30),
                 backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(1), 4),
                 coalescer: CoalescerConfig {
                     max_batch: 10,
                     max_wait: Duration::from_millis(5),
                     max_in_flight: 4,
                 },
-                heartbeat: None,
+                heartbeat,
                 redrive: None,
                 create_if_missing: false,
             },
@@ -623,6 +677,22 @@ mod tests {
             visible_until: Instant::now() + Duration::from_secs(30),
             slot: None,
         }
+    }
+
+    /// Runs a flusher over what is queued already until everything is sent and answered.
+    async fn flush(queue: &Arc<QueueRuntime>) {
+        let drain = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(run_flusher(
+            Arc::clone(queue),
+            drain.clone(),
+            tracker.clone(),
+        ));
+        drain.cancel();
+        tracker.close();
+        tokio::time::timeout(Duration::from_secs(60), tracker.wait())
+            .await
+            .expect("every queued entry is sent and answered");
     }
 
     /// Starts a flusher, settles `requests` at once, drains, and returns their answers.
@@ -760,6 +830,93 @@ mod tests {
             "{answer:?}"
         );
         assert!(api.calls().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_extension_asked_for_before_a_retry_after_never_undoes_it() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
+        let heartbeat = queue.heartbeat.as_ref().expect("the heartbeat is on");
+        let start = Instant::now();
+        let key = heartbeat.register(
+            Arc::from("r"),
+            Arc::from("id-r"),
+            start + Duration::from_secs(30),
+            start + visibility::MAX_VISIBILITY,
+        );
+        // The heartbeat takes the extension due, and before it queues it, the handler
+        // settles: its retry_after goes first.
+        tokio::time::advance(Duration::from_secs(24)).await;
+        let due = heartbeat.poll_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        assert!(heartbeat.deregister(key).is_some());
+        let settlement = enqueue(
+            &queue,
+            request("r", Outcome::RetryAfter(Duration::from_secs(100))),
+        );
+        enqueue_extensions(&queue, due);
+        flush(&queue).await;
+        assert!(settlement.await.is_ok());
+        assert_eq!(
+            api.calls(),
+            vec![vec!["r=100"]],
+            "the extension of a settled message is not sent after its retry_after"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_extension_queued_before_the_settlement_goes_first_or_not_at_all() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
+        let heartbeat = queue.heartbeat.as_ref().expect("the heartbeat is on");
+        let start = Instant::now();
+        let key = heartbeat.register(
+            Arc::from("r"),
+            Arc::from("id-r"),
+            start + Duration::from_secs(30),
+            start + visibility::MAX_VISIBILITY,
+        );
+        tokio::time::advance(Duration::from_secs(24)).await;
+        enqueue_extensions(&queue, heartbeat.poll_due(Instant::now()));
+        assert!(heartbeat.deregister(key).is_some());
+        let settlement = enqueue(
+            &queue,
+            request("r", Outcome::RetryAfter(Duration::from_secs(100))),
+        );
+        flush(&queue).await;
+        assert!(settlement.await.is_ok());
+        assert_eq!(api.calls().last(), Some(&vec!["r=100".to_owned()]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_call_that_panics_fails_its_entries_and_frees_its_lane() {
+        let api = StandIn::panicking();
+        let queue = queue(Arc::clone(&api)).await;
+        let answers = tokio::time::timeout(
+            Duration::from_secs(60),
+            settle_all(
+                &queue,
+                vec![
+                    request("a", Outcome::Ack),
+                    request("b", Outcome::Ack),
+                    request("c", Outcome::Retry),
+                ],
+            ),
+        )
+        .await
+        .expect("the flusher drains: a panicking call does not hold its lane");
+        for answer in &answers {
+            assert!(
+                matches!(answer, Err(SettleError::Failed { source, attempts: 1, .. }) if source.message.contains("panicked")),
+                "{answer:?}"
+            );
+        }
+        let stats = queue.metrics_stats();
+        assert_eq!(stats.delete_message_batch.failed, 1);
+        assert_eq!(stats.change_message_visibility_batch.failed, 1);
+        let state = queue.settler.lock();
+        assert_eq!(state.coalescer.in_flight(Lane::Delete), 0);
+        assert_eq!(state.coalescer.in_flight(Lane::Visibility), 0);
     }
 
     #[tokio::test(start_paused = true)]
