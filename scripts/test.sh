@@ -32,4 +32,5 @@ trap cleanup EXIT
 export SQS_ENGINE_TEST_ENDPOINT="http://127.0.0.1:$port"
 SQS_ENGINE_LOCALSTACK_LOG=$(scripts/localstack.sh log)
 export SQS_ENGINE_LOCALSTACK_LOG
-cargo test --workspace --locked "$@"
+# --no-fail-fast: one failing test binary does not hide the results of the others.
+cargo test --workspace --locked --no-fail-fast "$@"

@@ -1,5 +1,7 @@
 //! The dashboard and the alerting rules, checked with real tools against a live engine.
 //!
+//! The files live in `dashboards/`; the test lives with the load test, whose binary it runs.
+//!
 //! A load test runs against LocalStack (a real SQS implementation) with the engine's Prometheus
 //! exporter; `promtool` checks the rules and the exporter's output; a real Prometheus server
 //! scrapes the run; then every query of every dashboard panel and every rule's query is
@@ -40,20 +42,10 @@ fn repo() -> PathBuf {
         .to_owned()
 }
 
-/// The loadtest binary `cargo test --workspace` built beside this test.
+/// This package's `loadtest` binary, which cargo builds for this test, fresh, whatever the
+/// target directory held before.
 fn loadtest_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let bin = dir.join("loadtest");
-    assert!(
-        bin.exists(),
-        "{} is missing: build the workspace first (cargo test --workspace builds it)",
-        bin.display()
-    );
-    bin
+    PathBuf::from(env!("CARGO_BIN_EXE_loadtest"))
 }
 
 fn tool(name: &str) -> PathBuf {
