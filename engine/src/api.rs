@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::message::{AttributeValue, MessageAttribute};
+use crate::attribute::{AttributeValue, MessageAttribute};
 
 /// A boxed, `Send` future, as returned by [`SqsApi`] methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -123,6 +123,11 @@ pub struct ReceiveRequest<'a> {
     pub wait_time: Duration,
     /// The visibility timeout the received messages get, in seconds.
     pub visibility_timeout: u32,
+    /// On a FIFO queue, the `ReceiveRequestAttemptId`: a receive retried with the same id
+    /// within five minutes gets the messages the first attempt took (if none was changed
+    /// since), so an answer lost on the way does not hide them until their visibility lapses.
+    /// `None` on a standard queue.
+    pub attempt_id: Option<&'a str>,
 }
 
 /// One message as a `ReceiveMessage` call returned it.

@@ -18,7 +18,7 @@ use crate::api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi, is_throttling_code,
 };
-use crate::message::{AttributeValue, MessageAttribute};
+use crate::attribute::{AttributeValue, MessageAttribute};
 
 /// The engine's connection to SQS through an `aws_sdk_sqs::Client`.
 ///
@@ -176,6 +176,7 @@ impl SqsApi for AwsSqs {
             .visibility_timeout(saturating_i32(u64::from(request.visibility_timeout)))
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
+            .set_receive_request_attempt_id(request.attempt_id.map(str::to_owned))
             .send();
         Box::pin(within(request.wait_time + self.call_timeout, async move {
             let output = call.await.map_err(classify)?;

@@ -12,11 +12,12 @@ use crate::api::ReceivedMessage;
 use crate::backoff::Backoff;
 use crate::delivery::Delivery;
 use crate::handler::Handler;
-use crate::heartbeat::{HeartbeatConfig, Schedule};
+use crate::lane::{FlushReason, Lane};
 use crate::metrics::{QueueMetrics, StatsCells};
 use crate::outcome::Outcome;
 use crate::queue::{OpenOptions, QueueRuntime};
-use crate::settle::coalescer::{Coalescer, CoalescerConfig, Entry, FlushReason, Lane};
+use crate::settle::coalescer::{Coalescer, CoalescerConfig, Entry};
+use crate::settle::heartbeat::{HeartbeatConfig, Schedule};
 use crate::stand_in::StandIn;
 
 /// The settlement coalescer, with `u64` tokens.
@@ -100,7 +101,6 @@ impl ScheduleBench {
         for extension in &due {
             self.0.extended(extension.key, now, seconds, false);
         }
-        self.0.arm();
         due.len()
     }
 }
@@ -220,6 +220,6 @@ impl DispatchBench {
         tokio::spawn(crate::engine::JoinAll::new(handles))
             .await
             .unwrap_or_else(|error| panic!("a handler panicked: {error}"));
-        crate::settle::take_due(&self.queue)
+        crate::settle::take_due(&self.queue.settler)
     }
 }

@@ -10,18 +10,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, info};
 
-use crate::delivery::Delivery;
-use crate::heartbeat;
+use crate::delivery::{self, Delivery};
+use crate::fifo::{FifoOrder, Gate};
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 use crate::receiver::{self, ReceiverConfig};
-use crate::settle::run_flusher;
+use crate::settle;
 
 /// Deliveries from one queue, to settle one by one.
 ///
-/// The receivers, the settlement flusher and the heartbeat run as tasks on the runtime the
-/// consumer was opened on; this value hands out what they receive. Use it where something else
+/// The receivers and the settlement driver (which also runs the heartbeat) run as tasks on the
+/// runtime the consumer was opened on; this value hands out what they receive. Use it where something else
 /// schedules the work (a framework's dispatch loop); [`Engine::run`](crate::Engine::run) is the
 /// same machinery with a worker pool on top.
 ///
@@ -30,7 +30,12 @@ use crate::settle::run_flusher;
 /// [`ConsumerHandle::shutdown`] completes.
 pub struct Consumer {
     rx: mpsc::Receiver<Vec<Delivery>>,
+    /// Set once the receivers are gone and everything they sent was taken in.
+    rx_done: bool,
     buffered: VecDeque<Delivery>,
+    /// On a FIFO queue, the group gate the receives go through: one delivery of a group at a
+    /// time is handed out.
+    gate: Option<Arc<Gate>>,
     /// Room for messages received and not yet handed out: given back as they are handed out.
     ahead: Arc<Semaphore>,
     handle: ConsumerHandle,
@@ -47,7 +52,6 @@ struct Inner {
     stats: Arc<StatsCells>,
     stop_receiving: CancellationToken,
     receivers: TaskTracker,
-    stop_heartbeat: CancellationToken,
     drain: CancellationToken,
     settle_tasks: TaskTracker,
 }
@@ -78,6 +82,9 @@ pub(crate) struct ConsumerConfig {
     /// Of those, the most received and not yet handed out (at least one receive batch).
     pub(crate) ahead: usize,
     pub(crate) receive: ReceiverConfig,
+    /// On a FIFO queue, hand out one delivery of a group at a time, passing the turn on as
+    /// this says; `None` hands out whole receives (a batch handler owns their order).
+    pub(crate) fifo_order: Option<FifoOrder>,
 }
 
 impl Consumer {
@@ -91,14 +98,12 @@ impl Consumer {
         let settle_tasks = TaskTracker::new();
         let drain = CancellationToken::new();
         settle_tasks.spawn_on(
-            run_flusher(Arc::clone(&queue), drain.clone(), settle_tasks.clone())
-                .instrument(debug_span!("flusher", queue = %queue.name)),
-            runtime,
-        );
-        let stop_heartbeat = CancellationToken::new();
-        settle_tasks.spawn_on(
-            heartbeat::run(Arc::clone(&queue), stop_heartbeat.clone())
-                .instrument(debug_span!("heartbeat", queue = %queue.name)),
+            settle::run(
+                Arc::clone(&queue.settler),
+                drain.clone(),
+                settle_tasks.clone(),
+            )
+            .instrument(debug_span!("settlement", queue = %queue.name)),
             runtime,
         );
 
@@ -124,9 +129,12 @@ impl Consumer {
             );
         }
         receivers.close();
+        let gate = config.fifo_order.filter(|_| queue.fifo).map(Gate::new);
         Self {
             rx,
+            rx_done: false,
             buffered: VecDeque::new(),
+            gate,
             ahead,
             handle: ConsumerHandle {
                 inner: Arc::new(Inner {
@@ -134,7 +142,6 @@ impl Consumer {
                     stats,
                     stop_receiving,
                     receivers,
-                    stop_heartbeat,
                     drain,
                     settle_tasks,
                 }),
@@ -154,10 +161,16 @@ impl Consumer {
 
     /// The next delivery, or `None` once the consumer stopped receiving and has nothing left.
     ///
+    /// On a FIFO queue, at most one delivery of each message group is out at a time: the next
+    /// of a group comes once the one before is settled (see [`FifoOrder`]).
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: a delivery is either returned or stays for the next call.
     pub async fn recv(&mut self) -> Option<Delivery> {
+        if let Some(gate) = self.gate.clone() {
+            return self.recv_in_turn(&gate).await;
+        }
         if self.buffered.is_empty() {
             let batch = self.rx.recv().await?;
             self.buffered.extend(batch);
@@ -167,15 +180,45 @@ impl Consumer {
         Some(delivery)
     }
 
+    /// The next delivery whose group's turn it is, taking in receives meanwhile.
+    async fn recv_in_turn(&mut self, gate: &Arc<Gate>) -> Option<Delivery> {
+        loop {
+            if let Some(delivery) = gate.pop_ready() {
+                return Some(delivery);
+            }
+            if self.rx_done {
+                if gate.is_empty() {
+                    return None;
+                }
+                gate.readied().await;
+                continue;
+            }
+            tokio::select! {
+                batch = self.rx.recv() => match batch {
+                    Some(batch) => {
+                        // Taken in: the gate holds them now, out of the prefetch's room.
+                        self.handed_out(batch.len());
+                        gate.admit(batch);
+                    }
+                    None => self.rx_done = true,
+                },
+                () = gate.readied() => {}
+            }
+        }
+    }
+
     /// `count` deliveries left the buffer: room to receive as many again.
     fn handed_out(&self, count: usize) {
         self.handle.inner.queue.metrics.prefetched(-(count as f64));
         self.ahead.add_permits(count);
     }
 
-    /// The next delivery of the receive batch already taken in, without waiting: `None` when
-    /// the batch [`recv`](Self::recv) last took from is used up.
+    /// The next delivery of the receive batch already taken in (on a FIFO queue: the next
+    /// whose group's turn it is), without waiting.
     pub(crate) fn try_recv_buffered(&mut self) -> Option<Delivery> {
+        if let Some(gate) = &self.gate {
+            return gate.pop_ready();
+        }
         let delivery = self.buffered.pop_front()?;
         self.handed_out(1);
         Some(delivery)
@@ -183,13 +226,23 @@ impl Consumer {
 
     /// The deliveries of the next receive call, at most `max` (at least one), or `None` once
     /// the consumer stopped receiving and has nothing left. A receive larger than `max` is
-    /// handed out over several calls, in order.
+    /// handed out over several calls, in order. On a FIFO queue, at most one delivery of each
+    /// group, as [`recv`](Self::recv) hands them out.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: deliveries are either returned or stay for the next call.
     pub async fn recv_batch(&mut self, max: usize) -> Option<Vec<Delivery>> {
         let max = max.max(1);
+        if let Some(gate) = self.gate.clone() {
+            let mut batch = vec![self.recv_in_turn(&gate).await?];
+            while batch.len() < max
+                && let Some(delivery) = gate.pop_ready()
+            {
+                batch.push(delivery);
+            }
+            return Some(batch);
+        }
         if self.buffered.is_empty() {
             let batch = self.rx.recv().await?;
             self.buffered.extend(batch);
@@ -212,7 +265,18 @@ impl Consumer {
             returned.extend(batch);
         }
         self.rx.close();
-        return_all(&self.handle.inner.queue, returned);
+        delivery::return_all(&self.handle.inner.queue, returned);
+        self.return_gated();
+    }
+
+    /// Returns what the FIFO gate holds, ready or waiting for its group (already counted as
+    /// taken in).
+    fn return_gated(&self) {
+        if let Some(gate) = &self.gate {
+            for delivery in gate.take_all() {
+                delivery.settle_detached(Outcome::Retry);
+            }
+        }
     }
 }
 
@@ -224,19 +288,8 @@ impl Drop for Consumer {
         while let Ok(batch) = self.rx.try_recv() {
             returned.extend(batch);
         }
-        return_all(&self.handle.inner.queue, returned);
-    }
-}
-
-/// Returns messages received but not handed out to the queue at once.
-pub(crate) fn return_all(queue: &QueueRuntime, deliveries: Vec<Delivery>) {
-    if deliveries.is_empty() {
-        return;
-    }
-    info!(queue = %queue.name, messages = deliveries.len(), "returning messages not started");
-    queue.metrics.prefetched(-(deliveries.len() as f64));
-    for delivery in deliveries {
-        delivery.settle_detached(Outcome::Retry);
+        delivery::return_all(&self.handle.inner.queue, returned);
+        self.return_gated();
     }
 }
 
@@ -262,7 +315,7 @@ impl ConsumerHandle {
         &self.inner.queue.url
     }
 
-    /// Stops receiving, waits for the receivers, stops the heartbeat, sends every pending
+    /// Stops receiving, waits for the receivers, stops extending, sends every pending
     /// settlement and waits for SQS's answers. Settlements made after this completes fail with
     /// [`SettleError::Stopped`](crate::SettleError::Stopped).
     ///
@@ -276,7 +329,6 @@ impl ConsumerHandle {
         let inner = &self.inner;
         inner.stop_receiving.cancel();
         inner.receivers.wait().await;
-        inner.stop_heartbeat.cancel();
         inner.drain.cancel();
         inner.settle_tasks.close();
         inner.settle_tasks.wait().await;

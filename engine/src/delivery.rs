@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::api::ReceivedMessage;
+use crate::fifo::{Fate, Turn};
 use crate::message::Message;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
-use crate::settle::coalescer::Lane;
-use crate::settle::visibility::{MAX_VISIBILITY, VisibilityTarget};
-use crate::settle::{self, Request, Settlement};
+use crate::settle::plan::plan;
+use crate::settle::visibility::MAX_VISIBILITY;
+use crate::settle::{self, AnswerHook, Request, Settlement};
 
 /// One received message, not yet settled.
 ///
@@ -51,14 +52,13 @@ impl Delivery {
             .metrics
             .delivered(message.receive_count(), at_last_receive);
         queue.metrics.in_flight(1.0);
-        let heartbeat = queue.heartbeat.as_ref().map(|heartbeat| {
-            heartbeat.register(
-                Arc::clone(&receipt),
-                Arc::clone(&message_id),
-                visible_until,
-                window_end,
-            )
-        });
+        let heartbeat = queue.settler.register(
+            Arc::clone(&receipt),
+            Arc::clone(&message_id),
+            visible_until,
+            window_end,
+        );
+        let group = queue_fifo_group(&queue, &message);
         let ticket = Ticket {
             receipt,
             message_id,
@@ -68,9 +68,39 @@ impl Delivery {
             heartbeat,
             queue,
             slot,
+            turn: None,
+            group,
             settled: false,
         };
         Self { message, ticket }
+    }
+
+    /// Gives the delivery its FIFO group's turn: settling it passes the turn on.
+    pub(crate) fn take_turn(&mut self, turn: Turn) {
+        self.ticket.turn = Some(turn);
+    }
+
+    /// Until when a consumer that returned this message for order at `back_at` waits for it to
+    /// come back before handing out later messages of its group: a visibility timeout after it
+    /// is visible again (by then another consumer has it, or it went to the dead-letter queue).
+    pub(crate) fn returned_until(&self, back_at: Instant) -> Instant {
+        back_at.max(Instant::now())
+            + Duration::from_secs(1)
+            + Duration::from_secs(u64::from(self.ticket.queue.visibility_timeout))
+    }
+
+    /// Returns the message to the queue because an earlier message of its FIFO group comes
+    /// back at `back_at`: handling it now would break the group's order. It is hidden until
+    /// then, and for at least a second (SQS's unit of visibility): SQS itself holds a group
+    /// back while any of its messages is hidden, but an emulator that does not (LocalStack
+    /// hands a group out again as soon as one of its messages is returned) would otherwise
+    /// give the rest of the group to concurrent receives in any order, or before the message.
+    pub(crate) fn return_for_order(self, back_at: Instant) {
+        self.ticket.queue.metrics.returned_for_order();
+        let delay = back_at
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        self.ticket.settle_detached(Outcome::RetryAfter(delay));
     }
 
     /// The message.
@@ -127,6 +157,10 @@ pub struct Ticket {
     /// The delivery's place among the messages the engine may hold; freed when its settlement
     /// is answered, or when it is dropped unsettled.
     slot: Option<OwnedSemaphorePermit>,
+    /// Its FIFO group's turn, when it has it.
+    turn: Option<Turn>,
+    /// Its FIFO group, for a batch handler's order check.
+    group: Option<Arc<str>>,
     settled: bool,
 }
 
@@ -154,74 +188,116 @@ impl Ticket {
     /// The entry is queued before this returns. Dropping the [`Settlement`] does not withdraw
     /// it: it is sent all the same, and only its answer is lost.
     pub fn settle(mut self, outcome: Outcome) -> Settlement {
-        let request = self.request(outcome);
-        settle::enqueue(&self.queue, request)
+        let (request, turn) = self.request(outcome);
+        let settlement = settle::enqueue(&self.queue.settler, request);
+        pass_turn(turn);
+        settlement
     }
 
     /// Settles the message with `outcome` as [`settle`](Self::settle) does, for a caller that
     /// does not wait for the answer: the flusher records and logs it all the same.
     pub(crate) fn settle_detached(mut self, outcome: Outcome) {
-        let request = self.request(outcome);
-        settle::enqueue_detached(&self.queue, request);
+        let (request, turn) = self.request(outcome);
+        settle::enqueue_detached(&self.queue.settler, request);
+        pass_turn(turn);
     }
 
-    /// Marks the ticket settled and makes the entry for `outcome`.
-    fn request(&mut self, outcome: Outcome) -> Request {
+    /// The FIFO group of the message, when it has one and the engine keeps its order.
+    pub(crate) fn group(&self) -> Option<&Arc<str>> {
+        self.group.as_ref()
+    }
+
+    /// Marks the ticket settled and makes the entry for `outcome`, as [`plan`] decides it.
+    /// A FIFO group's turn passes on with SQS's answer (hooked to the entry), or, when the
+    /// group does not wait for the answer, right after the entry is queued: then it comes back
+    /// with whether the message is deleted, for the caller to pass on.
+    fn request(&mut self, outcome: Outcome) -> (Request, Option<(Turn, Fate)>) {
         self.settled = true;
-        let slot = self.slot.take();
-        let visible_until = self.stop_heartbeat().unwrap_or(self.visible_until);
         let queue = &self.queue;
-        let at_cap = queue
-            .max_receive_count
-            .is_some_and(|cap| self.receive_count >= cap);
-        let (lane, delay) = match outcome {
-            Outcome::Ack => (Lane::Delete, None),
-            Outcome::Drop if at_cap => {
-                queue.metrics.redrive();
-                debug!(queue = %queue.name, message_id = %self.message_id, receive_count = self.receive_count, "drop at the redrive cap: returning the message for the dead-letter queue");
-                (Lane::Visibility, Some(Duration::ZERO))
-            }
-            Outcome::Drop => (Lane::Delete, None),
-            Outcome::Retry => (Lane::Visibility, Some(Duration::ZERO)),
-            Outcome::RetryAfter(delay) => (Lane::Visibility, Some(delay)),
-        };
-        let visibility = delay.map(|delay| VisibilityTarget {
-            delay,
-            window_end: self.window_end,
-        });
-        if let Some(target) = visibility {
-            let (seconds, shortened) = target.seconds_at(Instant::now());
-            if shortened {
-                warn!(
-                    queue = %queue.name,
-                    message_id = %self.message_id,
-                    requested = ?target.delay,
-                    seconds,
-                    "retry_after reaches past 12 hours from the receive; shortened to end there"
-                );
-            }
+        let plan = plan(
+            outcome,
+            self.receive_count,
+            queue.max_receive_count,
+            self.window_end,
+            Instant::now(),
+        );
+        if plan.redrive {
+            queue.metrics.redrive();
+            debug!(queue = %queue.name, message_id = %self.message_id, receive_count = self.receive_count, "drop at the redrive cap: returning the message for the dead-letter queue");
         }
-        Request {
+        if plan.shortened {
+            warn!(
+                queue = %queue.name,
+                message_id = %self.message_id,
+                requested = ?plan.visibility.map(|target| target.delay),
+                "retry_after reaches past 12 hours from the receive; shortened to end there"
+            );
+        }
+        // When the message is back in the queue, if it does not go: at once, after its
+        // retry_after, or (a failed delete) when its visibility lapses.
+        let now = Instant::now();
+        let fate = match plan.visibility {
+            None => Fate::Deleted,
+            Some(target) => {
+                Fate::BackAt(now + Duration::from_secs(u64::from(target.seconds_at(now).0)))
+            }
+        };
+        let (on_answer, turn) = match self.turn.take() {
+            Some(turn) if turn.waits_for_answer() => (
+                Some(AnswerHook(Box::new(move |applied, visible_until| {
+                    turn.end(if applied {
+                        fate
+                    } else {
+                        Fate::BackAt(visible_until)
+                    });
+                }))),
+                None,
+            ),
+            Some(turn) => (None, Some((turn, fate))),
+            None => (None, None),
+        };
+        let request = Request {
             receipt: Arc::clone(&self.receipt),
             outcome,
-            lane,
-            visibility,
+            lane: plan.lane,
+            visibility: plan.visibility,
             message_id: Arc::clone(&self.message_id),
-            visible_until,
-            slot,
-        }
+            key: self.heartbeat.take(),
+            visible_until: self.visible_until,
+            slot: self.slot.take(),
+            on_answer,
+        };
+        (request, turn)
     }
+}
 
-    /// Stops the heartbeat for this delivery; returns its deadline as last extended.
-    fn stop_heartbeat(&mut self) -> Option<Instant> {
-        let key = self.heartbeat.take()?;
-        self.queue.heartbeat.as_ref()?.deregister(key)
+/// The FIFO group of `message`, on a FIFO queue.
+fn queue_fifo_group(queue: &QueueRuntime, message: &Message) -> Option<Arc<str>> {
+    if queue.fifo {
+        message.group_id().map(Arc::from)
+    } else {
+        None
+    }
+}
+
+/// Passes a FIFO group's turn on, once the entry of its message is queued.
+fn pass_turn(turn: Option<(Turn, Fate)>) {
+    if let Some((turn, fate)) = turn {
+        turn.end(fate);
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.stop_heartbeat();
+        let deadline = self
+            .heartbeat
+            .take()
+            .and_then(|key| self.queue.settler.forget(key));
+        if let Some(turn) = self.turn.take() {
+            // Unsettled: the message comes back when its visibility lapses, and the rest of
+            // its group no earlier.
+            turn.end(Fate::BackAt(deadline.unwrap_or(self.visible_until)));
+        }
         if !self.settled {
             self.queue.metrics.in_flight(-1.0);
             self.queue.metrics.unsettled();
@@ -241,5 +317,17 @@ impl fmt::Debug for Ticket {
             .field("message_id", &&*self.message_id)
             .field("receive_count", &self.receive_count)
             .finish_non_exhaustive()
+    }
+}
+
+/// Returns messages received but not handed out to the queue at once.
+pub(crate) fn return_all(queue: &QueueRuntime, deliveries: Vec<Delivery>) {
+    if deliveries.is_empty() {
+        return;
+    }
+    info!(queue = %queue.name, messages = deliveries.len(), "returning messages not started");
+    queue.metrics.prefetched(-(deliveries.len() as f64));
+    for delivery in deliveries {
+        delivery.settle_detached(Outcome::Retry);
     }
 }

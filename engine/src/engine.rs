@@ -19,6 +19,7 @@ use crate::backoff::Backoff;
 use crate::consumer::{Consumer, ConsumerConfig};
 use crate::delivery::Delivery;
 use crate::error::{ConfigError, Error};
+use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler};
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
@@ -49,6 +50,7 @@ pub struct EngineBuilder {
     backoff: Backoff,
     heartbeat: bool,
     heartbeat_margin: Option<Duration>,
+    fifo_order: FifoOrder,
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
     create_if_missing: bool,
@@ -71,6 +73,7 @@ impl Default for EngineBuilder {
             backoff: Backoff::default(),
             heartbeat: true,
             heartbeat_margin: None,
+            fifo_order: FifoOrder::default(),
             max_attempts: None,
             dead_letter: None,
             create_if_missing: false,
@@ -94,6 +97,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("backoff", &self.backoff)
             .field("heartbeat", &self.heartbeat)
             .field("heartbeat_margin", &self.heartbeat_margin)
+            .field("fifo_order", &self.fifo_order)
             .field("max_attempts", &self.max_attempts)
             .field("dead_letter", &self.dead_letter)
             .field("create_if_missing", &self.create_if_missing)
@@ -198,9 +202,11 @@ impl EngineBuilder {
     }
 
     /// Whether the heartbeat keeps unsettled messages invisible while their handlers run.
-    /// Default on. It extends a message's visibility by the visibility timeout when its
-    /// deadline comes within the margin, in batch calls shared with other messages, and never
-    /// past 12 hours from the receive. With a visibility timeout under 2 s it stays off.
+    /// Default on. It extends a message's visibility by the visibility timeout (or five
+    /// margins, where that is longer: a 2 s timeout is extended by 5 s) when its deadline comes
+    /// within the margin, in batch calls shared with other messages (a message falling due
+    /// within a margin joins a call going out anyway), and never past 12 hours from the
+    /// receive. With a visibility timeout under 2 s it stays off.
     pub fn heartbeat(mut self, on: bool) -> Self {
         self.heartbeat = on;
         self
@@ -213,6 +219,15 @@ impl EngineBuilder {
     /// the worst delay of a `ChangeMessageVisibilityBatch` call, retries included.
     pub fn heartbeat_margin(mut self, margin: Duration) -> Self {
         self.heartbeat_margin = Some(margin);
+        self
+    }
+
+    /// On a FIFO queue, when the next message of a group may start: once SQS confirmed the
+    /// delete of the one before ([`FifoOrder::Confirmed`], the default) or as soon as its
+    /// handler returned ([`FifoOrder::Outcome`]). Either way one message of a group is handled
+    /// at a time, in order, while the workers take other groups. No effect on a standard queue.
+    pub fn fifo_order(mut self, order: FifoOrder) -> Self {
+        self.fifo_order = order;
         self
     }
 
@@ -354,6 +369,7 @@ impl EngineBuilder {
             shutdown_timeout: self.shutdown_timeout,
             backoff: self.backoff,
             heartbeat: self.heartbeat.then_some(self.heartbeat_margin),
+            fifo_order: self.fifo_order,
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
@@ -424,6 +440,7 @@ pub struct Engine {
     shutdown_timeout: Duration,
     backoff: Backoff,
     heartbeat: Option<Option<Duration>>,
+    fifo_order: FifoOrder,
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,
@@ -536,6 +553,16 @@ impl Engine {
     ///
     /// As for [`run`](Self::run).
     pub async fn consumer_on(self, runtime: &tokio::runtime::Handle) -> Result<Consumer, Error> {
+        let order = self.fifo_order;
+        self.open_consumer(runtime, Some(order)).await
+    }
+
+    /// Opens the queue and starts its consumer; `fifo_order` as [`ConsumerConfig::fifo_order`].
+    async fn open_consumer(
+        self,
+        runtime: &tokio::runtime::Handle,
+        fifo_order: Option<FifoOrder>,
+    ) -> Result<Consumer, Error> {
         let (queue, _attributes) = QueueRuntime::open(
             Arc::clone(&self.api),
             OpenOptions {
@@ -561,6 +588,7 @@ impl Engine {
                 capacity: self.capacity,
                 ahead: self.prefetch,
                 receive: self.receive,
+                fifo_order,
             },
             runtime,
         ))
@@ -574,7 +602,15 @@ impl Engine {
         let workers = self.workers;
         let shutdown_timeout = self.shutdown_timeout;
         let stats = Arc::clone(&self.stats);
-        let consumer = self.consumer().await?;
+        // A batch handler gets whole receives and owns their order; single handlers get one
+        // message of a FIFO group at a time.
+        let fifo_order = match &dispatch {
+            Dispatch::Single(_) => Some(self.fifo_order),
+            Dispatch::Batch(_) => None,
+        };
+        let consumer = self
+            .open_consumer(&tokio::runtime::Handle::current(), fifo_order)
+            .await?;
         // The dispatch loop runs as a task of the runtime, not on the caller's thread (often
         // the `block_on` of `main`): the handlers it starts and the wake-ups it gets then stay
         // on the runtime's workers instead of crossing threads for each message. Dropping this
@@ -689,7 +725,7 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                             () = abort.cancelled() => return,
                         };
                         drop(timer);
-                        settle_batch(&queue.name, tickets, outcome);
+                        settle_batch(&queue, tickets, outcome);
                     }
                     .instrument(span),
                 );
@@ -823,25 +859,62 @@ impl Drop for HandlerTimer<'_> {
 }
 
 /// Settles the messages of a batch with the batch handler's answer.
-fn settle_batch(queue: &str, tickets: Vec<crate::delivery::Ticket>, outcome: BatchOutcome) {
-    match outcome {
-        BatchOutcome::All(outcome) => {
-            for ticket in tickets {
-                ticket.settle_detached(outcome);
-            }
-        }
+fn settle_batch(
+    queue: &QueueRuntime,
+    tickets: Vec<crate::delivery::Ticket>,
+    outcome: BatchOutcome,
+) {
+    let outcomes = match outcome {
+        BatchOutcome::All(outcome) => vec![outcome; tickets.len()],
         BatchOutcome::Each(outcomes) => {
             if outcomes.len() != tickets.len() {
                 error!(
-                    queue,
+                    queue = %queue.name,
                     messages = tickets.len(),
                     outcomes = outcomes.len(),
                     "batch handler returned a different number of outcomes than messages; the messages without one are left unsettled"
                 );
             }
-            for (ticket, outcome) in tickets.into_iter().zip(outcomes) {
-                ticket.settle_detached(outcome);
+            outcomes
+        }
+    };
+    if queue.fifo {
+        check_group_order(queue, &tickets, &outcomes);
+    }
+    for (ticket, outcome) in tickets.into_iter().zip(outcomes) {
+        ticket.settle_detached(outcome);
+    }
+}
+
+/// A batch handler owns the order of a FIFO receive: warns (once per queue) when it answered a
+/// message of a group with anything but a delete and a later message of the same group with a
+/// delete, which hands the later one's successors out before the earlier one comes back.
+fn check_group_order(
+    queue: &QueueRuntime,
+    tickets: &[crate::delivery::Ticket],
+    outcomes: &[Outcome],
+) {
+    let mut stopped: Vec<&str> = Vec::new();
+    for (ticket, outcome) in tickets.iter().zip(outcomes) {
+        let Some(group) = ticket.group() else {
+            continue;
+        };
+        let deletes = matches!(outcome, Outcome::Ack | Outcome::Drop);
+        if !deletes {
+            stopped.push(group);
+        } else if stopped.contains(&&**group) {
+            if !queue
+                .warned_batch_order
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                warn!(
+                    queue = %queue.name,
+                    group = %group,
+                    message_id = ticket.message_id(),
+                    "a batch handler deleted a FIFO message after not deleting an earlier one of its group: the group's order is broken (answer the rest of the group like the earlier one to keep it); warned once per queue"
+                );
             }
+            return;
         }
     }
 }

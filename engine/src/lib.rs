@@ -69,6 +69,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod api;
+mod attribute;
 mod aws;
 mod backoff;
 #[cfg(feature = "bench")]
@@ -79,8 +80,9 @@ mod consumer;
 mod delivery;
 mod engine;
 mod error;
+mod fifo;
 mod handler;
-mod heartbeat;
+mod lane;
 mod message;
 pub mod metrics;
 mod outcome;
@@ -100,16 +102,16 @@ pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
 };
+pub use attribute::{AttributeValue, MessageAttribute};
 pub use aws::{AwsSqs, DEFAULT_CALL_TIMEOUT};
 pub use backoff::Backoff;
 pub use consumer::{Consumer, ConsumerHandle};
 pub use delivery::{Delivery, Ticket};
 pub use engine::{Engine, EngineBuilder, StatsHandle};
 pub use error::{ConfigError, Error, SettleError};
+pub use fifo::FifoOrder;
 pub use handler::{BatchHandler, Handler};
-pub use message::{
-    AttributeValue, Message, MessageAttribute, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE,
-};
+pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use settle::Settlement;

@@ -4,11 +4,14 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::ReceivedMessage;
+use crate::attribute::MessageAttribute;
 
 /// The system attribute that counts the receives of a message.
 pub const RECEIVE_COUNT_ATTRIBUTE: &str = "ApproximateReceiveCount";
 /// The system attribute holding the send time, in milliseconds since the epoch.
 pub const SENT_TIMESTAMP_ATTRIBUTE: &str = "SentTimestamp";
+/// The system attribute naming a FIFO message's group.
+pub const GROUP_ID_ATTRIBUTE: &str = "MessageGroupId";
 
 /// One delivery of an SQS message: its body, ids and attributes.
 ///
@@ -74,6 +77,18 @@ impl Message {
         UNIX_EPOCH.checked_add(Duration::from_millis(millis))
     }
 
+    /// The message group of a FIFO queue's message, from its `MessageGroupId` attribute; `None`
+    /// on a standard queue.
+    pub fn group_id(&self) -> Option<&str> {
+        self.attribute(GROUP_ID_ATTRIBUTE)
+    }
+
+    /// The order SQS gave a FIFO queue's message within its group, from its `SequenceNumber`
+    /// attribute; `None` on a standard queue.
+    pub fn sequence_number(&self) -> Option<u128> {
+        self.attribute("SequenceNumber")?.parse().ok()
+    }
+
     /// A system attribute by name (`ApproximateReceiveCount`, `SentTimestamp`,
     /// `MessageGroupId`, ...).
     pub fn attribute(&self, name: &str) -> Option<&str> {
@@ -93,35 +108,6 @@ impl Message {
     /// All message attributes the sender set, by name.
     pub fn message_attributes(&self) -> &HashMap<String, MessageAttribute> {
         &self.message_attributes
-    }
-}
-
-/// A message attribute: its SQS data type (`String`, `Number`, `Binary`, or one of those with a
-/// custom suffix) and its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageAttribute {
-    /// The data type as the sender gave it, such as `String` or `Number.int`.
-    pub data_type: String,
-    /// The value.
-    pub value: AttributeValue,
-}
-
-/// The value of a [`MessageAttribute`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttributeValue {
-    /// A `String` or `Number` attribute, as text.
-    String(String),
-    /// A `Binary` attribute.
-    Binary(Vec<u8>),
-}
-
-impl MessageAttribute {
-    /// The value as text, for `String` and `Number` attributes.
-    pub fn as_str(&self) -> Option<&str> {
-        match &self.value {
-            AttributeValue::String(value) => Some(value),
-            AttributeValue::Binary(_) => None,
-        }
     }
 }
 

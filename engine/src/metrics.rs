@@ -16,6 +16,7 @@
 //! | `sqs_engine_entry_retries_total` | counter | `queue`, `action` | batch entries sent again after a transient failure |
 //! | `sqs_engine_late_settlements_total` | counter | `queue` | settlements SQS applied after the message's visibility deadline |
 //! | `sqs_engine_unsettled_total` | counter | `queue` | deliveries dropped without an outcome (no call: they come back) |
+//! | `sqs_engine_returned_for_order_total` | counter | `queue` | FIFO messages returned unhandled (visibility 0) because an earlier message of their group comes back: handling them first would break the group's order |
 //! | `sqs_engine_receives_abandoned_total` | counter | `queue` | long polls still open at shutdown, given up without an answer (not in `sqs_engine_calls_total`) |
 //! | `sqs_engine_receive_count` | histogram | `queue` | `ApproximateReceiveCount` of each delivery |
 //! | `sqs_engine_last_receive_deliveries_total` | counter | `queue` | deliveries at the last receive the redrive policy allows |
@@ -37,8 +38,8 @@ use metrics::{
     gauge, histogram,
 };
 
+use crate::lane::{FlushReason, Lane};
 use crate::outcome::Outcome;
-use crate::settle::coalescer::{FlushReason, Lane};
 
 /// The SQS actions the engine calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,6 +97,7 @@ const SETTLE_LATENCY: &str = "sqs_engine_settlement_latency_seconds";
 const ENTRY_RETRIES: &str = "sqs_engine_entry_retries_total";
 const LATE: &str = "sqs_engine_late_settlements_total";
 const UNSETTLED: &str = "sqs_engine_unsettled_total";
+const RETURNED_FOR_ORDER: &str = "sqs_engine_returned_for_order_total";
 const EXTENSIONS: &str = "sqs_engine_heartbeat_extensions_total";
 const ABANDONED: &str = "sqs_engine_receives_abandoned_total";
 const RECEIVE_COUNT: &str = "sqs_engine_receive_count";
@@ -199,6 +201,12 @@ pub const METRICS: &[MetricInfo] = &[
         "Deliveries dropped without an outcome; they come back when their visibility lapses.",
     ),
     info(
+        RETURNED_FOR_ORDER,
+        MetricKind::Counter,
+        Unit::Count,
+        "FIFO messages returned unhandled because an earlier message of their group comes back.",
+    ),
+    info(
         EXTENSIONS,
         MetricKind::Counter,
         Unit::Count,
@@ -296,6 +304,7 @@ pub(crate) struct QueueMetrics {
     entry_retries: [Counter; 2],
     late: Counter,
     unsettled: Counter,
+    returned_for_order: Counter,
     extensions: [Counter; 2],
     abandoned: Counter,
     receive_count: Histogram,
@@ -345,6 +354,7 @@ impl QueueMetrics {
             }),
             late: counter!(LATE, "queue" => queue.clone()),
             unsettled: counter!(UNSETTLED, "queue" => queue.clone()),
+            returned_for_order: counter!(RETURNED_FOR_ORDER, "queue" => queue.clone()),
             extensions: RESULTS.map(|result| counter!(EXTENSIONS, "queue" => queue.clone(), "result" => result)),
             abandoned: counter!(ABANDONED, "queue" => queue.clone()),
             receive_count: histogram!(RECEIVE_COUNT, "queue" => queue.clone()),
@@ -463,6 +473,13 @@ impl QueueMetrics {
         self.unsettled.increment(1);
         self.stats.unsettled.fetch_add(1, Ordering::Relaxed);
     }
+
+    pub(crate) fn returned_for_order(&self) {
+        self.returned_for_order.increment(1);
+        self.stats
+            .returned_for_order
+            .fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The shared counters behind [`Stats`].
@@ -474,6 +491,7 @@ pub(crate) struct StatsCells {
     entries: [AtomicU64; 2],
     late: AtomicU64,
     unsettled: AtomicU64,
+    returned_for_order: AtomicU64,
     extensions: [AtomicU64; 2],
     last_receive: AtomicU64,
     redrive: AtomicU64,
@@ -506,6 +524,7 @@ impl StatsCells {
             visibility_entries: load(&self.entries[Lane::Visibility.index()]),
             late_settlements: load(&self.late),
             unsettled: load(&self.unsettled),
+            returned_for_order: load(&self.returned_for_order),
             extensions: pair(&self.extensions),
             at_last_receive: load(&self.last_receive),
             redrive_returns: load(&self.redrive),
@@ -568,6 +587,8 @@ pub struct Stats {
     pub late_settlements: u64,
     /// Deliveries dropped without an outcome.
     pub unsettled: u64,
+    /// FIFO messages returned unhandled because an earlier message of their group comes back.
+    pub returned_for_order: u64,
     /// Visibility extensions by the heartbeat (entries, not calls).
     pub extensions: Count,
     /// Deliveries at the last receive the redrive policy allows.

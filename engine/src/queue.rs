@@ -9,10 +9,10 @@ use tracing::warn;
 use crate::api::{CallError, CallErrorKind, QueueAttributes, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::Error;
-use crate::heartbeat::{Heartbeat, HeartbeatConfig};
 use crate::metrics::{Action, QueueMetrics, StatsCells};
-use crate::settle::Settler;
 use crate::settle::coalescer::CoalescerConfig;
+use crate::settle::heartbeat::HeartbeatConfig;
+use crate::settle::{Settler, SettlerConfig};
 
 /// SQS's default visibility timeout, used when the queue does not say.
 const DEFAULT_VISIBILITY_SECS: u32 = 30;
@@ -28,11 +28,13 @@ pub(crate) struct QueueRuntime {
     /// The redrive policy's `maxReceiveCount` when the engine declared one: a drop at this
     /// receive count returns the message instead of deleting it.
     pub(crate) max_receive_count: Option<u32>,
-    pub(crate) backoff: Backoff,
-    pub(crate) metrics: QueueMetrics,
-    pub(crate) settler: Settler,
-    /// Keeps unsettled deliveries invisible; `None` when turned off.
-    pub(crate) heartbeat: Option<Heartbeat>,
+    pub(crate) metrics: Arc<QueueMetrics>,
+    /// The queue's settlement and heartbeat.
+    pub(crate) settler: Arc<Settler>,
+    /// Whether it is a FIFO queue.
+    pub(crate) fifo: bool,
+    /// Whether a batch handler was already warned of breaking a FIFO group's order.
+    pub(crate) warned_batch_order: std::sync::atomic::AtomicBool,
 }
 
 /// What opening a queue needs to know.
@@ -107,22 +109,32 @@ impl QueueRuntime {
             .visibility_timeout
             .or(attributes.visibility_timeout)
             .unwrap_or(DEFAULT_VISIBILITY_SECS);
+        let metrics = Arc::new(metrics);
+        let heartbeat = options.heartbeat.and_then(|margin| {
+            HeartbeatConfig::for_visibility(
+                Duration::from_secs(u64::from(visibility_timeout)),
+                margin,
+            )
+        });
+        let settler = Arc::new(Settler::new(SettlerConfig {
+            name: Arc::clone(&name),
+            url: url.clone(),
+            api: Arc::clone(&api),
+            backoff: options.backoff,
+            metrics: Arc::clone(&metrics),
+            coalescer: options.coalescer,
+            heartbeat,
+        }));
         let runtime = Self {
             name,
             url,
             api,
             visibility_timeout,
             max_receive_count: options.redrive.as_ref().map(|r| r.max_receive_count),
-            backoff: options.backoff,
             metrics,
-            settler: Settler::new(options.coalescer),
-            heartbeat: options.heartbeat.and_then(|margin| {
-                HeartbeatConfig::for_visibility(
-                    Duration::from_secs(u64::from(visibility_timeout)),
-                    margin,
-                )
-                .map(Heartbeat::new)
-            }),
+            settler,
+            fifo: attributes.fifo,
+            warned_batch_order: std::sync::atomic::AtomicBool::new(false),
         };
         Ok((runtime, attributes))
     }

@@ -51,6 +51,9 @@ pub(crate) async fn run(
 ) {
     let backoff = Backoff::new(RECEIVE_BACKOFF.0, RECEIVE_BACKOFF.1, u32::MAX);
     let mut failures: u32 = 0;
+    // On a FIFO queue, the attempt id of the receive under way: kept when a call gets no
+    // answer (it may have taken messages), so its retry gets them rather than hiding them.
+    let mut attempt: Option<String> = None;
     loop {
         let room = tokio::select! {
             biased;
@@ -68,34 +71,44 @@ pub(crate) async fn run(
         let Ok(mut permits) = permits else {
             return;
         };
-        let request = ReceiveRequest {
-            queue_url: &queue.url,
-            max_messages: config.max_messages,
-            wait_time: config.wait_time,
-            visibility_timeout: queue.visibility_timeout,
-        };
+        if queue.fifo && attempt.is_none() {
+            attempt = Some(attempt_id());
+        }
         // The visibility deadline and the 12-hour window are counted from before the call:
         // never later than SQS's own.
         let called_at = Instant::now();
-        let mut receive = std::pin::pin!(caught(async { queue.api.receive(&request).await }));
-        let result = tokio::select! {
-            biased;
-            result = &mut receive => result,
-            () = stop.cancelled() => {
-                // A poll already under way may be handing out messages right now: give it a
-                // moment, and return what it brings at once rather than strand it.
-                match tokio::time::timeout(SHUTDOWN_GRACE, &mut receive).await {
-                    Ok(result) => {
-                        queue.metrics.call(Action::ReceiveMessage, result.is_ok());
-                        if let Ok(messages) = result {
-                            return_at_once(&queue, messages, &mut permits, called_at);
+        let result = {
+            let request = ReceiveRequest {
+                queue_url: &queue.url,
+                max_messages: config.max_messages,
+                wait_time: config.wait_time,
+                visibility_timeout: queue.visibility_timeout,
+                attempt_id: attempt.as_deref(),
+            };
+            let mut receive = std::pin::pin!(caught(async { queue.api.receive(&request).await }));
+            tokio::select! {
+                biased;
+                result = &mut receive => result,
+                () = stop.cancelled() => {
+                    // A poll already under way may be handing out messages right now: give it a
+                    // moment, and return what it brings at once rather than strand it.
+                    match tokio::time::timeout(SHUTDOWN_GRACE, &mut receive).await {
+                        Ok(result) => {
+                            queue.metrics.call(Action::ReceiveMessage, result.is_ok());
+                            if let Ok(messages) = result {
+                                return_at_once(&queue, messages, &mut permits, called_at);
+                            }
                         }
+                        Err(_) => queue.metrics.receive_abandoned(),
                     }
-                    Err(_) => queue.metrics.receive_abandoned(),
+                    return;
                 }
-                return;
             }
         };
+        // A call that got no answer may have taken messages: its retry keeps the attempt id.
+        if !result.as_ref().is_err_and(|failure| failure.is_transient()) {
+            attempt = None;
+        }
         queue.metrics.call(Action::ReceiveMessage, result.is_ok());
         match result {
             Ok(messages) => {
@@ -123,7 +136,7 @@ pub(crate) async fn run(
                 }
                 if let Err(unsent) = out.send(deliveries).await {
                     // Nobody takes them any more: back to the queue at once.
-                    crate::consumer::return_all(&queue, unsent.0);
+                    crate::delivery::return_all(&queue, unsent.0);
                     return;
                 }
             }
@@ -144,6 +157,12 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// A fresh `ReceiveRequestAttemptId`: 32 random hexadecimal digits (SQS takes up to 128
+/// characters).
+fn attempt_id() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
 /// Returns messages received at shutdown to the queue at once (visibility 0).
@@ -179,7 +198,7 @@ mod tests {
 
     use super::*;
     use crate::Engine;
-    use crate::api::ReceivedMessage;
+    use crate::api::{CallError, ReceivedMessage};
     use crate::stand_in::StandIn;
 
     fn message(id: &str) -> ReceivedMessage {
@@ -218,6 +237,65 @@ mod tests {
             vec![vec!["m-receipt=30"]],
             "extended before SQS's own deadline"
         );
+        let handle = consumer.handle();
+        drop(delivery);
+        consumer.close().await;
+        handle.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fifo_receive_that_got_no_answer_is_retried_with_the_same_attempt_id() {
+        let mut fifo_message = message("m");
+        fifo_message
+            .attributes
+            .insert("MessageGroupId".to_owned(), "g".to_owned());
+        let api = StandIn::receiving_script(vec![
+            (
+                Duration::ZERO,
+                Err(CallError::new(CallErrorKind::Network, "connection reset")),
+            ),
+            (Duration::ZERO, Ok(vec![fifo_message])),
+        ]);
+        let mut consumer = Engine::builder()
+            .api(Arc::clone(&api))
+            .queue("q.fifo")
+            .receivers(1)
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        let delivery = consumer.recv().await.expect("the message, on the retry");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let ids = api.attempt_ids();
+        assert_eq!(
+            ids.len(),
+            3,
+            "failed, retried, and the next receive: {ids:?}"
+        );
+        assert!(ids[0].is_some());
+        assert_eq!(ids[1], ids[0], "the retry keeps the attempt id");
+        assert_ne!(ids[2], ids[1], "the next receive has an id of its own");
+        let handle = consumer.handle();
+        drop(delivery);
+        consumer.close().await;
+        handle.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standard_queue_sends_no_attempt_id() {
+        let api = StandIn::receiving(Duration::ZERO, vec![message("m")]);
+        let mut consumer = Engine::builder()
+            .api(Arc::clone(&api))
+            .queue("q")
+            .receivers(1)
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        let delivery = consumer.recv().await.expect("the message");
+        assert_eq!(api.attempt_ids().first(), Some(&None));
         let handle = consumer.handle();
         drop(delivery);
         consumer.close().await;

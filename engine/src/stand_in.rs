@@ -16,6 +16,9 @@ use crate::api::{
 /// A batch call's answer.
 pub(crate) type Answer = Result<Vec<EntryResult>, CallError>;
 
+/// A receive's answer, and how long it takes.
+pub(crate) type ReceiveAnswer = (Duration, Result<Vec<ReceivedMessage>, CallError>);
+
 /// A scripted SQS; see the module docs. Shared as an `Arc`, so a test keeps a handle on what
 /// it recorded.
 #[derive(Default)]
@@ -35,7 +38,9 @@ pub(crate) struct StandIn {
     panics: bool,
     /// The answers of the next receives, each after its delay; once spent, a receive never
     /// answers.
-    receives: Mutex<VecDeque<(Duration, Vec<ReceivedMessage>)>>,
+    receives: Mutex<VecDeque<ReceiveAnswer>>,
+    /// The `ReceiveRequestAttemptId` of each receive, in order.
+    attempt_ids: Mutex<Vec<Option<String>>>,
 }
 
 impl StandIn {
@@ -68,11 +73,27 @@ impl StandIn {
     /// slow answer), then no receive; records every batch call, answered with success.
     #[cfg(test)]
     pub(crate) fn receiving(delay: Duration, messages: Vec<ReceivedMessage>) -> Arc<Self> {
+        Self::receiving_script(vec![(delay, Ok(messages))])
+    }
+
+    /// Answers the next receives from `script`, each after its delay, then no receive; records
+    /// every batch call, answered with success.
+    #[cfg(test)]
+    pub(crate) fn receiving_script(script: Vec<ReceiveAnswer>) -> Arc<Self> {
         Arc::new(Self {
             record: true,
-            receives: Mutex::new(VecDeque::from([(delay, messages)])),
+            receives: Mutex::new(script.into()),
             ..Self::default()
         })
+    }
+
+    /// The attempt id of each receive so far.
+    #[cfg(test)]
+    pub(crate) fn attempt_ids(&self) -> Vec<Option<String>> {
+        self.attempt_ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Refuses a sent body that starts with `prefix`, and records every call.
@@ -160,9 +181,15 @@ impl SqsApi for Arc<StandIn> {
 
     fn queue_attributes<'a>(
         &'a self,
-        _url: &'a str,
+        url: &'a str,
     ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        Box::pin(async { Ok(QueueAttributes::default()) })
+        let fifo = url.ends_with(".fifo");
+        Box::pin(async move {
+            Ok(QueueAttributes {
+                fifo,
+                ..QueueAttributes::default()
+            })
+        })
     }
 
     fn set_queue_attributes<'a>(
@@ -175,8 +202,12 @@ impl SqsApi for Arc<StandIn> {
 
     fn receive<'a>(
         &'a self,
-        _request: &'a ReceiveRequest<'a>,
+        request: &'a ReceiveRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        self.attempt_ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request.attempt_id.map(str::to_owned));
         let next = self
             .receives
             .lock()
@@ -184,9 +215,9 @@ impl SqsApi for Arc<StandIn> {
             .pop_front();
         Box::pin(async move {
             match next {
-                Some((delay, messages)) => {
+                Some((delay, answer)) => {
                     tokio::time::sleep(delay).await;
-                    Ok(messages)
+                    answer
                 }
                 None => std::future::pending().await,
             }

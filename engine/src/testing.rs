@@ -47,7 +47,7 @@ use crate::api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
 };
-use crate::message::{AttributeValue, MessageAttribute};
+use crate::attribute::{AttributeValue, MessageAttribute};
 
 /// The account id in the queue URLs and ARNs this double hands out.
 const ACCOUNT: &str = "000000000000";
@@ -166,6 +166,8 @@ struct Queue {
     /// The subscriptions reading the queue, oldest first: only a watched queue's messages are
     /// counted, and only the oldest subscription receives (see [`Reader`]).
     watchers: Vec<u64>,
+    /// On a FIFO queue, what each `ReceiveRequestAttemptId` got, and when.
+    attempts: HashMap<String, (Instant, Vec<ReceivedMessage>)>,
 }
 
 #[derive(Clone)]
@@ -212,7 +214,27 @@ impl Queue {
             deduplication: HashMap::new(),
             sent: Vec::new(),
             watchers: Vec::new(),
+            attempts: HashMap::new(),
         }
+    }
+
+    /// What the receive with attempt id `id` got, for its retry within five minutes, if none
+    /// of those messages was deleted or changed since (each still holds that receipt handle).
+    fn attempt_again(&mut self, id: &str, now: Instant) -> Option<Vec<ReceivedMessage>> {
+        self.attempts
+            .retain(|_, (at, _)| now.saturating_duration_since(*at) < DEDUPLICATION_WINDOW);
+        let (_, received) = self.attempts.get(id)?;
+        let unchanged = received.iter().all(|message| {
+            self.messages.iter().any(|stored| {
+                stored.id == message.message_id
+                    && stored.visible_at > now
+                    && stored
+                        .receipt
+                        .as_ref()
+                        .is_some_and(|(receipt, _)| *receipt == message.receipt_handle)
+            })
+        });
+        unchanged.then(|| received.clone())
     }
 
     /// Positions of the messages a receive may hand out now, in order: visible ones, and on a
@@ -522,6 +544,12 @@ impl InProcessSqs {
         } else {
             request.visibility_timeout
         };
+        if queue.fifo
+            && let Some(id) = request.attempt_id
+            && let Some(again) = queue.attempt_again(id, now)
+        {
+            return again;
+        }
         let take: Vec<usize> = queue
             .receivable(now)
             .into_iter()
@@ -581,6 +609,14 @@ impl InProcessSqs {
                 attributes,
                 message_attributes: message.attributes.iter().cloned().collect(),
             });
+        }
+        if fifo
+            && !received.is_empty()
+            && let Some(id) = request.attempt_id
+        {
+            queue
+                .attempts
+                .insert(id.to_owned(), (now, received.clone()));
         }
         state.next_id += received.len() as u64;
         state.owed.extend(owed);
@@ -1275,6 +1311,7 @@ mod tests {
             max_messages: 10,
             wait_time: Duration::ZERO,
             visibility_timeout: 0,
+            attempt_id: None,
         }
     }
 
@@ -1367,6 +1404,42 @@ mod tests {
             .await
             .expect("delete");
         assert_eq!(sqs.receive(&one).await.expect("receive")[0].body, "a2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages() {
+        let sqs = InProcessSqs::new();
+        for body in ["a1", "a2", "a3"] {
+            sqs.send("orders.fifo", body).expect("sent");
+        }
+        let url = url(&sqs, "orders.fifo").await;
+        let attempt = ReceiveRequest {
+            max_messages: 2,
+            attempt_id: Some("attempt-1"),
+            ..request(&url)
+        };
+        // The answer of the first attempt is lost on the way: the retry gets it again.
+        let lost = sqs.receive(&attempt).await.expect("receive");
+        assert_eq!(lost.len(), 2);
+        let again = sqs.receive(&attempt).await.expect("receive");
+        let handles = |messages: &[ReceivedMessage]| -> Vec<String> {
+            messages.iter().map(|m| m.receipt_handle.clone()).collect()
+        };
+        assert_eq!(
+            handles(&again),
+            handles(&lost),
+            "the same messages and receipt handles"
+        );
+        assert_eq!(again[0].attributes["ApproximateReceiveCount"], "1");
+        // Once one of them is deleted, the id no longer replays.
+        let handle = again[0].receipt_handle.as_str();
+        sqs.delete_message_batch(&url, &[handle])
+            .await
+            .expect("delete");
+        assert!(
+            sqs.receive(&attempt).await.expect("receive").is_empty(),
+            "a2 is still in flight, so its group hands out nothing"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -14,37 +14,6 @@ use tokio_util::sync::CancellationToken;
 const MESSAGES: usize = 10_000;
 
 /// Counts the requests of each action in LocalStack's log.
-fn logged_calls(log: &str, action: &str) -> usize {
-    let needle = format!("AWS sqs.{action} =>");
-    log.lines().filter(|line| line.contains(&needle)).count()
-}
-
-fn localstack_log_path() -> std::path::PathBuf {
-    if let Ok(path) = std::env::var("SQS_ENGINE_LOCALSTACK_LOG") {
-        return path.into();
-    }
-    let cache = std::env::var("SQS_ENGINE_CACHE").map_or_else(
-        |_| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/sqs-engine")
-        },
-        std::path::PathBuf::from,
-    );
-    let port = std::env::var("LOCALSTACK_PORT").unwrap_or_else(|_| "4566".to_owned());
-    cache.join(format!("localstack-{port}.log"))
-}
-
-fn read_log() -> String {
-    let path = localstack_log_path();
-    std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "LocalStack's log at {} is needed to check the engine's call counts ({e}); \
-             start LocalStack with scripts/localstack.sh",
-            path.display()
-        )
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_acks_cost_at_most_0_21_calls_per_message() {
     let client = client().await;

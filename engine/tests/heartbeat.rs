@@ -84,6 +84,80 @@ async fn slow_handlers_keep_their_messages_and_extensions_go_out_in_batches() {
     assert_eq!(counts(&client, &url).await, (0, 0));
 }
 
+/// Receive batches come back at scattered times, so their messages fall due for extension at
+/// scattered times too: the heartbeat extends a message a little early (within one margin) to
+/// fill a call that goes out anyway. 100 messages, a 2 s visibility timeout, 6 s handlers:
+/// counted from LocalStack's own log, the extensions cost at most 0.12 calls per message per
+/// visibility period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_falling_due_at_scattered_times_share_full_calls() {
+    const SHORT: Duration = Duration::from_secs(2);
+    let client = client().await;
+    let name = unique("heartbeat-fill");
+    let url = create_queue(&client, &name, SHORT.as_secs() as u32).await;
+    let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("slow-{i}")).collect();
+    send(&client, &url, &bodies).await;
+
+    let handling = SHORT * 3;
+    let deliveries: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let log_before = read_log();
+    let engine = builder(&name)
+        .await
+        .workers(MESSAGES)
+        .build()
+        .expect("valid settings");
+    let stats = engine.stats();
+    let seen = Arc::clone(&deliveries);
+    let running = spawn_engine(engine, move |message: Message| {
+        *seen
+            .lock()
+            .expect("lock")
+            .entry(message.id().to_owned())
+            .or_default() += 1;
+        async move {
+            tokio::time::sleep(handling).await;
+            Outcome::Ack
+        }
+    });
+    eventually(Duration::from_secs(60), "every message acked", || {
+        stats.snapshot().acked.ok == MESSAGES as u64
+    })
+    .await;
+    let stats = running.shutdown().await;
+    // Let LocalStack write its last lines.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let log_after = read_log();
+    let new_lines = log_after
+        .get(log_before.len()..)
+        .expect("the log only grew during the run");
+
+    let deliveries = deliveries.lock().expect("lock").clone();
+    assert_eq!(deliveries.len(), MESSAGES);
+    assert!(
+        deliveries.values().all(|&n| n == 1),
+        "a message was handed out again while its handler ran"
+    );
+    assert_eq!(stats.extensions.failed, 0);
+    let logged = logged_calls(new_lines, "ChangeMessageVisibilityBatch");
+    assert_eq!(
+        logged as u64,
+        stats.change_message_visibility_batch.total(),
+        "LocalStack saw the calls the engine counted"
+    );
+    let periods = handling.as_secs_f64() / SHORT.as_secs_f64();
+    let per_message_per_period = logged as f64 / MESSAGES as f64 / periods;
+    println!(
+        "heartbeat at 2 s: {logged} calls for {} extensions, {per_message_per_period:.3} calls per \
+         message per visibility period",
+        stats.extensions.ok
+    );
+    assert!(
+        per_message_per_period <= 0.12,
+        "{per_message_per_period:.3} calls per message per visibility period"
+    );
+    assert_eq!(counts(&client, &url).await, (0, 0));
+}
+
 /// A handler faster than the visibility margin costs no extension at all.
 #[tokio::test]
 async fn fast_handlers_cost_no_extension() {

@@ -438,6 +438,7 @@ async fn the_proxy_faults_are_seen_as_throttling_server_and_network_errors() {
         max_messages: 1,
         wait_time: Duration::ZERO,
         visibility_timeout: 5,
+        attempt_id: None,
     };
 
     let cases = [

@@ -12,8 +12,8 @@ use tracing::warn;
 use super::broker::Core;
 use super::error::SqsError;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
+use crate::attribute::AttributeValue;
 use crate::delivery::{Delivery, Ticket};
-use crate::message::AttributeValue;
 use crate::outcome::Outcome;
 
 /// The message attribute that marks a body sent as base64, because it was not text SQS

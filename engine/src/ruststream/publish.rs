@@ -18,9 +18,9 @@ use super::error::SqsError;
 use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
 use super::queue::{is_fifo, queue_name};
 use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
+use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::backoff::Backoff;
 use crate::caught::caught;
-use crate::message::{AttributeValue, MessageAttribute};
 use crate::queue::is_url;
 
 /// The most message attributes SQS takes on a message.

@@ -24,62 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::visibility::VisibilityTarget;
-
-/// Which batch call an entry goes out in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Lane {
-    /// `DeleteMessageBatch`.
-    Delete,
-    /// `ChangeMessageVisibilityBatch`.
-    Visibility,
-}
-
-impl Lane {
-    pub(crate) const ALL: [Lane; 2] = [Lane::Delete, Lane::Visibility];
-
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Lane::Delete => 0,
-            Lane::Visibility => 1,
-        }
-    }
-}
-
-/// Why a batch went out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum FlushReason {
-    Full,
-    Idle,
-    Deadline,
-    Shutdown,
-}
-
-impl FlushReason {
-    pub(crate) const ALL: [FlushReason; 4] = [
-        FlushReason::Full,
-        FlushReason::Idle,
-        FlushReason::Deadline,
-        FlushReason::Shutdown,
-    ];
-
-    pub(crate) fn index(self) -> usize {
-        match self {
-            FlushReason::Full => 0,
-            FlushReason::Idle => 1,
-            FlushReason::Deadline => 2,
-            FlushReason::Shutdown => 3,
-        }
-    }
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            FlushReason::Full => "full",
-            FlushReason::Idle => "idle",
-            FlushReason::Deadline => "deadline",
-            FlushReason::Shutdown => "shutdown",
-        }
-    }
-}
+use crate::lane::{FlushReason, Lane};
 
 /// One message's entry.
 #[derive(Debug)]
@@ -249,6 +194,13 @@ impl<T> Coalescer<T> {
         }
     }
 
+    /// Takes out the entries of `lane` still waiting (not in a call) for which `stale` holds.
+    pub(crate) fn remove_pending(&mut self, lane: Lane, mut stale: impl FnMut(&Entry<T>) -> bool) {
+        self.lanes[lane.index()]
+            .pending
+            .retain(|entry| !stale(entry));
+    }
+
     /// From now on every pending entry is due at once.
     pub(crate) fn drain(&mut self) {
         self.draining = true;
@@ -266,8 +218,12 @@ impl<T> Coalescer<T> {
             .all(|state| state.pending.is_empty() && state.in_flight == 0)
     }
 
+    /// Entries in a full batch.
+    pub(crate) fn max_batch(&self) -> usize {
+        self.config.max_batch
+    }
+
     /// Entries waiting on `lane`.
-    #[cfg(test)]
     pub(crate) fn pending(&self, lane: Lane) -> usize {
         self.lanes[lane.index()].pending.len()
     }

@@ -1,10 +1,15 @@
 //! Settlement: each message's outcome as an entry of a batch call, answered on its own.
 //!
-//! [`coalescer`] decides when batches go out; this module drives it: it takes entries from
-//! settling deliveries, runs the flusher task that sends the batches, retries what failed
-//! transiently, and hands each entry's answer back to its [`Settlement`].
+//! Per queue, one pure [`state::SettleState`] (the coalescer's lanes, the heartbeat's schedule
+//! and the in-flight set, under one lock) and one driver task, [`run`], that does its I/O:
+//! it asks the state for the calls due, sends each as its own task, feeds the answers back,
+//! and sleeps until the state's next deadline or a wake-up. Handlers' settlements come in
+//! through [`enqueue`]; deliveries register with the heartbeat through [`Settler::register`].
 
 pub(crate) mod coalescer;
+pub(crate) mod heartbeat;
+pub(crate) mod plan;
+pub(crate) mod state;
 pub(crate) mod visibility;
 
 use std::future::Future;
@@ -18,36 +23,26 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, warn};
 
-use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult};
+use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult, SqsApi};
+use crate::backoff::Backoff;
 use crate::caught::caught;
 use crate::error::SettleError;
-use crate::heartbeat::Extension;
-use crate::metrics::Action;
+use crate::lane::Lane;
+use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
-use crate::queue::QueueRuntime;
-use coalescer::{Batch, Coalescer, CoalescerConfig, Entry, Lane};
+use coalescer::{Batch, CoalescerConfig, Entry};
+use heartbeat::HeartbeatConfig;
+use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
 
-/// What an entry is for, and who gets its answer.
-#[derive(Debug)]
-pub(crate) enum Token {
-    /// A handler's settlement.
-    Settle(Completion),
-    /// A heartbeat's extension of the delivery with this schedule key.
-    Extend {
-        key: u64,
-        message_id: Arc<str>,
-        /// It ends at the 12-hour window: the heartbeat stops after it.
-        last: bool,
-    },
-}
+/// Called with a settlement's answer (`true`: SQS applied it) and the message's visibility
+/// deadline as last known, after the answer is recorded: how a FIFO group learns that its turn
+/// may pass on.
+pub(crate) struct AnswerHook(pub(crate) Box<dyn FnOnce(bool, Instant) + Send + Sync>);
 
-impl Token {
-    fn message_id(&self) -> &str {
-        match self {
-            Token::Settle(completion) => &completion.message_id,
-            Token::Extend { message_id, .. } => message_id,
-        }
+impl std::fmt::Debug for AnswerHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnswerHook")
     }
 }
 
@@ -55,6 +50,7 @@ impl Token {
 #[derive(Debug)]
 pub(crate) struct Completion {
     tx: Option<oneshot::Sender<Result<(), SettleError>>>,
+    on_answer: Option<AnswerHook>,
     outcome: Outcome,
     message_id: Arc<str>,
     /// Until when the message is known to stay invisible; an answer after it is late.
@@ -63,33 +59,71 @@ pub(crate) struct Completion {
     _slot: Option<OwnedSemaphorePermit>,
 }
 
-struct State {
-    coalescer: Coalescer<Token>,
-    /// Set when the flusher has stopped: nothing more will be sent.
-    closed: bool,
-}
-
-/// The settlement side of one queue: the coalescer behind a lock, and the flusher's wake-up.
+/// The settlement side of one queue: its state behind one lock, the driver's wake-up, and what
+/// the driver's calls need.
 pub(crate) struct Settler {
-    state: Mutex<State>,
+    name: Arc<str>,
+    url: String,
+    api: Arc<dyn SqsApi>,
+    backoff: Backoff,
+    metrics: Arc<QueueMetrics>,
+    state: Mutex<SettleState<Completion>>,
     wake: Notify,
 }
 
+/// What a queue's settlement needs to know.
+pub(crate) struct SettlerConfig {
+    pub(crate) name: Arc<str>,
+    pub(crate) url: String,
+    pub(crate) api: Arc<dyn SqsApi>,
+    pub(crate) backoff: Backoff,
+    pub(crate) metrics: Arc<QueueMetrics>,
+    pub(crate) coalescer: CoalescerConfig,
+    /// `None` with the heartbeat off.
+    pub(crate) heartbeat: Option<HeartbeatConfig>,
+}
+
 impl Settler {
-    pub(crate) fn new(config: CoalescerConfig) -> Self {
+    pub(crate) fn new(config: SettlerConfig) -> Self {
         Self {
-            state: Mutex::new(State {
-                coalescer: Coalescer::new(config),
-                closed: false,
-            }),
+            name: config.name,
+            url: config.url,
+            api: config.api,
+            backoff: config.backoff,
+            metrics: config.metrics,
+            state: Mutex::new(SettleState::new(config.coalescer, config.heartbeat)),
             wake: Notify::new(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, SettleState<Completion>> {
         // The lock guards plain data and no code under it panics; a poisoned lock still holds
         // consistent state.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts keeping a delivery invisible until `deadline`, when the heartbeat is on. Returns
+    /// its key in the heartbeat's schedule.
+    pub(crate) fn register(
+        &self,
+        receipt: Arc<str>,
+        message_id: Arc<str>,
+        deadline: Instant,
+        window_end: Instant,
+    ) -> Option<u64> {
+        let (key, wake) = self
+            .lock()
+            .register(receipt, message_id, deadline, window_end);
+        if wake {
+            self.wake.notify_one();
+        }
+        key
+    }
+
+    /// Stops keeping a delivery invisible, when it is dropped unsettled; returns its deadline
+    /// as last known. Never awaits: safe from `Drop`.
+    pub(crate) fn forget(&self, key: u64) -> Option<Instant> {
+        self.lock().forget(key)
     }
 }
 
@@ -100,118 +134,81 @@ pub(crate) struct Request {
     pub(crate) lane: Lane,
     pub(crate) visibility: Option<VisibilityTarget>,
     pub(crate) message_id: Arc<str>,
+    /// The delivery's key in the heartbeat's schedule: settling stops its heartbeat.
+    pub(crate) key: Option<u64>,
+    /// Until when the message is known to stay invisible, if the heartbeat does not know
+    /// better.
     pub(crate) visible_until: Instant,
     /// The delivery's place among the messages the engine may hold: kept until SQS answers,
     /// so settlements waiting for a slow SQS hold back the receivers.
     pub(crate) slot: Option<OwnedSemaphorePermit>,
+    /// Told the answer once it is recorded.
+    pub(crate) on_answer: Option<AnswerHook>,
 }
 
 /// Queues a settlement. It is sent whatever becomes of the returned [`Settlement`].
-pub(crate) fn enqueue(queue: &QueueRuntime, request: Request) -> Settlement {
+pub(crate) fn enqueue(settler: &Settler, request: Request) -> Settlement {
     let (tx, rx) = oneshot::channel();
     let settlement = Settlement {
         rx,
-        queue: Arc::clone(&queue.name),
+        queue: Arc::clone(&settler.name),
         message_id: Arc::clone(&request.message_id),
     };
-    push(queue, request, Some(tx));
+    push(settler, request, Some(tx));
     settlement
 }
 
 /// Queues a settlement whose answer nobody waits for: it is sent, recorded and logged as any
 /// other, without a channel for the answer.
-pub(crate) fn enqueue_detached(queue: &QueueRuntime, request: Request) {
-    push(queue, request, None);
+pub(crate) fn enqueue_detached(settler: &Settler, request: Request) {
+    push(settler, request, None);
 }
 
-/// Pushes a settlement's entry into the coalescer, or answers it at once when the flusher has
-/// stopped.
-fn push(
-    queue: &QueueRuntime,
-    request: Request,
-    tx: Option<oneshot::Sender<Result<(), SettleError>>>,
-) {
-    let completion = Completion {
-        tx,
-        outcome: request.outcome,
-        message_id: request.message_id,
-        visible_until: request.visible_until,
-        _slot: request.slot,
-    };
-    let entry = Entry {
+/// Hands a settlement to the state, or answers it at once when the settlement has stopped.
+fn push(settler: &Settler, request: Request, tx: Option<oneshot::Sender<Result<(), SettleError>>>) {
+    let enqueued_at = Instant::now();
+    let lane = request.lane;
+    let pushed = settler.lock().settle(request.key, lane, |deadline| Entry {
         receipt: request.receipt,
         visibility: request.visibility,
-        enqueued_at: Instant::now(),
-        token: Token::Settle(completion),
-    };
-    let mut state = queue.settler.lock();
-    if state.closed {
-        drop(state);
-        if let Token::Settle(completion) = entry.token {
-            answer(
-                queue,
-                request.lane,
-                completion,
-                entry.enqueued_at,
-                Err(Failure::Stopped),
-            );
+        enqueued_at,
+        token: Token::Settle(Completion {
+            tx,
+            on_answer: request.on_answer,
+            outcome: request.outcome,
+            message_id: request.message_id,
+            visible_until: deadline.unwrap_or(request.visible_until),
+            _slot: request.slot,
+        }),
+    });
+    match pushed {
+        Ok(true) => settler.wake.notify_one(),
+        Ok(false) => {}
+        Err(Closed(entry)) => {
+            if let Token::Settle(completion) = entry.token {
+                answer(
+                    settler,
+                    lane,
+                    completion,
+                    enqueued_at,
+                    Err(Failure::Stopped),
+                );
+            }
         }
-    } else if state.coalescer.push(request.lane, entry) {
-        drop(state);
-        queue.settler.wake.notify_one();
     }
 }
 
 /// Takes every batch due now and finishes it at once, as if SQS had answered it, without
-/// answering its entries; returns the entries taken. For the benches, which run no flusher.
+/// answering its entries; returns the entries taken. For the benches, which run no driver.
 #[cfg(feature = "bench")]
-pub(crate) fn take_due(queue: &QueueRuntime) -> usize {
-    let now = Instant::now();
-    let mut state = queue.settler.lock();
+pub(crate) fn take_due(settler: &Settler) -> usize {
+    let mut state = settler.lock();
     let mut taken = 0;
-    while let Some(batch) = state.coalescer.poll_batch(now) {
+    for batch in state.poll(Instant::now()) {
         taken += batch.entries.len();
-        state
-            .coalescer
-            .finish(batch.lane, batch.entries.iter().map(|e| &e.receipt));
+        state.finish(batch.lane, batch.entries.iter().map(|e| &e.receipt));
     }
     taken
-}
-
-/// Queues heartbeat extensions on the visibility lane, with one wake-up for all of them.
-/// Extensions asked for after the flusher stopped are dropped: nothing is in flight by then.
-pub(crate) fn enqueue_extensions(queue: &QueueRuntime, extensions: Vec<Extension>) {
-    if extensions.is_empty() {
-        return;
-    }
-    let now = Instant::now();
-    let mut state = queue.settler.lock();
-    if state.closed {
-        return;
-    }
-    let mut wake = false;
-    for extension in extensions {
-        wake |= state.coalescer.push(
-            Lane::Visibility,
-            Entry {
-                receipt: extension.receipt,
-                visibility: Some(VisibilityTarget {
-                    delay: extension.extension,
-                    window_end: extension.window_end,
-                }),
-                enqueued_at: now,
-                token: Token::Extend {
-                    key: extension.key,
-                    message_id: extension.message_id,
-                    last: extension.last,
-                },
-            },
-        );
-    }
-    drop(state);
-    if wake {
-        queue.settler.wake.notify_one();
-    }
 }
 
 /// The answer for one message's settlement.
@@ -256,7 +253,7 @@ enum Failure {
 
 /// Answers one entry: resolves its settlement, records it, logs a failure.
 fn answer(
-    queue: &QueueRuntime,
+    settler: &Settler,
     lane: Lane,
     mut completion: Completion,
     enqueued_at: Instant,
@@ -265,17 +262,16 @@ fn answer(
     let now = Instant::now();
     let latency = now.saturating_duration_since(enqueued_at).as_secs_f64();
     let ok = result.is_ok();
+    let metrics = &settler.metrics;
     // The message is no longer held once its settlement is answered.
-    queue.metrics.in_flight(-1.0);
-    queue
-        .metrics
-        .settled(&completion.outcome, ok, lane, latency);
+    metrics.in_flight(-1.0);
+    metrics.settled(&completion.outcome, ok, lane, latency);
     let result = match result {
         Ok(()) => {
             if now > completion.visible_until {
-                queue.metrics.late();
+                metrics.late();
                 warn!(
-                    queue = %queue.name,
+                    queue = %settler.name,
                     message_id = %completion.message_id,
                     outcome = completion.outcome.as_str(),
                     "settlement applied after the message's visibility deadline: it may have been delivered again"
@@ -284,7 +280,7 @@ fn answer(
             Ok(())
         }
         Err(failure) => {
-            let queue_name = queue.name.to_string();
+            let queue_name = settler.name.to_string();
             let message_id = completion.message_id.to_string();
             let error = match failure {
                 Failure::Rejected(failure) => SettleError::Rejected {
@@ -305,7 +301,7 @@ fn answer(
                 },
             };
             warn!(
-                queue = %queue.name,
+                queue = %settler.name,
                 message_id = error.message_id(),
                 outcome = completion.outcome.as_str(),
                 error = %error,
@@ -314,15 +310,19 @@ fn answer(
             Err(error)
         }
     };
+    let applied = result.is_ok();
     if let Some(tx) = completion.tx.take() {
         // The receiver may be gone: the entry was sent all the same.
         let _ = tx.send(result);
+    }
+    if let Some(AnswerHook(hook)) = completion.on_answer.take() {
+        hook(applied, completion.visible_until);
     }
 }
 
 /// Records the answer for a heartbeat's extension.
 fn answer_extension(
-    queue: &QueueRuntime,
+    settler: &Settler,
     key: u64,
     message_id: &str,
     last: bool,
@@ -330,16 +330,15 @@ fn answer_extension(
     seconds: u32,
     result: Result<(), String>,
 ) {
-    let Some(heartbeat) = &queue.heartbeat else {
-        return;
-    };
     match result {
         Ok(()) => {
-            queue.metrics.extension(true);
-            heartbeat.extended(key, sent_at, seconds, last);
+            settler.metrics.extension(true);
+            if settler.lock().extended(key, sent_at, seconds, last) {
+                settler.wake.notify_one();
+            }
             if last {
                 warn!(
-                    queue = %queue.name,
+                    queue = %settler.name,
                     message_id,
                     seconds,
                     "last visibility extension: it ends 12 hours after the receive, as SQS allows no more"
@@ -347,14 +346,14 @@ fn answer_extension(
             }
         }
         Err(error) => {
-            if !heartbeat.failed(key) {
+            if !settler.lock().failed(key) {
                 // Settled while its extension was in flight: the settlement decides.
-                debug!(queue = %queue.name, message_id, error = %error, "extension of a settled message failed");
+                debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
                 return;
             }
-            queue.metrics.extension(false);
+            settler.metrics.extension(false);
             warn!(
-                queue = %queue.name,
+                queue = %settler.name,
                 message_id,
                 error = %error,
                 "visibility extension failed: the message may be delivered again before it is settled"
@@ -363,46 +362,37 @@ fn answer_extension(
     }
 }
 
-/// Sends batches until `drain` is cancelled and everything pending has been answered.
+/// The driver of one queue's settlement: sends the batch calls its state asks for (handlers'
+/// settlements and the heartbeat's extensions) until `drain` is cancelled and everything
+/// pending has been answered.
 ///
 /// Each batch call runs as its own task on `tracker`, so a slow call never holds up the next
 /// batch of another lane.
-pub(crate) async fn run_flusher(
-    queue: Arc<QueueRuntime>,
-    drain: CancellationToken,
-    tracker: TaskTracker,
-) {
+pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker: TaskTracker) {
     loop {
         let now = Instant::now();
-        let mut batches = Vec::new();
-        let (deadline, draining, done) = {
-            let mut state = queue.settler.lock();
+        let (batches, deadline, draining, done) = {
+            let mut state = settler.lock();
             if drain.is_cancelled() {
-                state.coalescer.drain();
+                state.drain();
             }
-            while let Some(batch) = state.coalescer.poll_batch(now) {
-                batches.push(batch);
-            }
-            let draining = state.coalescer.is_draining();
-            let done = draining && batches.is_empty() && state.coalescer.is_idle();
-            if done {
-                state.closed = true;
-            }
-            (state.coalescer.next_deadline(), draining, done)
+            let batches = state.poll(now);
+            let done = state.close_if_done();
+            (batches, state.next_deadline(), state.is_draining(), done)
         };
         for batch in batches {
-            queue
+            settler
                 .metrics
                 .flushed(batch.lane, batch.reason, batch.entries.len());
-            let span = tracing::debug_span!("batch", queue = %queue.name, action = Action::of_lane(batch.lane).as_str(), entries = batch.entries.len(), reason = batch.reason.as_str());
-            tracker.spawn(execute(Arc::clone(&queue), batch).instrument(span));
+            let span = tracing::debug_span!("batch", queue = %settler.name, action = Action::of_lane(batch.lane).as_str(), entries = batch.entries.len(), reason = batch.reason.as_str());
+            tracker.spawn(execute(Arc::clone(&settler), batch).instrument(span));
         }
         if done {
-            debug!(queue = %queue.name, "settlements flushed");
+            debug!(queue = %settler.name, "settlements flushed");
             return;
         }
         tokio::select! {
-            () = queue.settler.wake.notified() => {}
+            () = settler.wake.notified() => {}
             () = sleep_until_or_forever(deadline) => {}
             () = drain.cancelled(), if !draining => {}
         }
@@ -417,25 +407,22 @@ async fn sleep_until_or_forever(deadline: Option<Instant>) {
 }
 
 /// Sends one batch, and again for its entries that failed transiently, under the retry budget.
-async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Token>) {
+async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
     let lane = batch.lane;
     let action = Action::of_lane(lane);
     let _in_flight = CallInFlight {
-        queue: Arc::clone(&queue),
+        settler: Arc::clone(&settler),
         lane,
         receipts: busy_receipts(lane, &batch.entries),
     };
     let mut entries = batch.entries;
-    if lane == Lane::Visibility {
-        drop_stale_extensions(&queue, &mut entries);
-    }
     let mut attempt: u32 = 1;
     while !entries.is_empty() {
         let sent_at = Instant::now();
         let seconds = visibility_seconds(&entries, sent_at);
-        let result = caught(send(&queue, lane, &entries, &seconds)).await;
-        queue.metrics.call(action, result.is_ok());
-        let budget_left = attempt < queue.backoff.max_attempts();
+        let result = caught(send(&settler, lane, &entries, &seconds)).await;
+        settler.metrics.call(action, result.is_ok());
+        let budget_left = attempt < settler.backoff.max_attempts();
         let mut retry = Vec::new();
         match result {
             Ok(results) => {
@@ -453,7 +440,7 @@ async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Token>) {
                     let failure = match result {
                         EntryResult::Ok => None,
                         EntryResult::Failed(failure) if failure.is_transient() && budget_left => {
-                            debug!(queue = %queue.name, message_id = entry.token.message_id(), code = %failure.code, "entry failed transiently; sending it again");
+                            debug!(queue = %settler.name, message_id = message_id(&entry.token), code = %failure.code, "entry failed transiently; sending it again");
                             retry.push(entry);
                             continue;
                         }
@@ -470,38 +457,38 @@ async fn execute(queue: Arc<QueueRuntime>, batch: Batch<Token>) {
                         }
                         EntryResult::Failed(failure) => Some(Failure::Rejected(failure)),
                     };
-                    finish_entry(&queue, lane, entry, sent_at, seconds, failure);
+                    finish_entry(&settler, lane, entry, sent_at, seconds, failure);
                 }
             }
             Err(error) if error.is_transient() && budget_left => {
-                warn!(queue = %queue.name, action = action.as_str(), attempt, error = %error, "batch call failed; retrying");
+                warn!(queue = %settler.name, action = action.as_str(), attempt, error = %error, "batch call failed; retrying");
                 retry = entries;
             }
             Err(error) => {
-                warn!(queue = %queue.name, action = action.as_str(), attempt, error = %error, entries = entries.len(), "batch call failed; failing its entries");
+                warn!(queue = %settler.name, action = action.as_str(), attempt, error = %error, entries = entries.len(), "batch call failed; failing its entries");
                 for entry in entries {
                     let failure = Failure::Call {
                         error: error.clone(),
                         attempts: attempt,
                     };
-                    finish_entry(&queue, lane, entry, sent_at, 0, Some(failure));
+                    finish_entry(&settler, lane, entry, sent_at, 0, Some(failure));
                 }
             }
         }
         if !retry.is_empty() {
-            queue.metrics.entries_retried(lane, retry.len());
-            tokio::time::sleep(queue.backoff.jittered(attempt)).await;
+            settler.metrics.entries_retried(lane, retry.len());
+            tokio::time::sleep(settler.backoff.jittered(attempt)).await;
             attempt += 1;
         }
         entries = retry;
     }
 }
 
-/// Tells the coalescer a batch call of `lane` is over when dropped: after its last answer, and
+/// Tells the state a batch call of `lane` is over when dropped: after its last answer, and
 /// also when the task sending it ends early (a panic, a runtime shutting down), so the lane
 /// never waits for a call that will not finish.
 struct CallInFlight {
-    queue: Arc<QueueRuntime>,
+    settler: Arc<Settler>,
     lane: Lane,
     /// The receipt handles the call holds busy (visibility lane only).
     receipts: Vec<Arc<str>>,
@@ -509,46 +496,32 @@ struct CallInFlight {
 
 impl Drop for CallInFlight {
     fn drop(&mut self) {
-        self.queue
-            .settler
-            .lock()
-            .coalescer
-            .finish(self.lane, &self.receipts);
-        self.queue.settler.wake.notify_one();
+        self.settler.lock().finish(self.lane, &self.receipts);
+        self.settler.wake.notify_one();
     }
 }
 
 /// The receipt handles a batch of `lane` keeps busy while its call is in flight: those of the
 /// visibility lane, whose changes to one message must go out in order.
-fn busy_receipts(lane: Lane, entries: &[Entry<Token>]) -> Vec<Arc<str>> {
+fn busy_receipts(lane: Lane, entries: &[Entry<Token<Completion>>]) -> Vec<Arc<str>> {
     match lane {
         Lane::Visibility => entries.iter().map(|e| Arc::clone(&e.receipt)).collect(),
         Lane::Delete => Vec::new(),
     }
 }
 
-/// Takes out the extensions of deliveries settled (or dropped) since the heartbeat asked for
-/// them. The settlement decides a settled message's visibility: an extension sent after a
-/// `retry_after(d)` would reset it to the full timeout and bring the message back before `d`.
-///
-/// Checked when the batch is about to go out, with its receipt handles already marked busy:
-/// a delivery still tracked here can only settle after this call is answered, so its
-/// settlement's entry goes out after the extension, never before it.
-fn drop_stale_extensions(queue: &QueueRuntime, entries: &mut Vec<Entry<Token>>) {
-    let Some(heartbeat) = &queue.heartbeat else {
-        return;
-    };
-    entries.retain(|entry| match &entry.token {
-        Token::Extend { key, .. } => heartbeat.is_tracked(*key),
-        Token::Settle(_) => true,
-    });
+fn message_id(token: &Token<Completion>) -> &str {
+    match token {
+        Token::Settle(completion) => &completion.message_id,
+        Token::Extend { message_id, .. } => message_id,
+    }
 }
 
 /// Hands an entry's final answer to whoever waits for it.
 fn finish_entry(
-    queue: &QueueRuntime,
+    settler: &Settler,
     lane: Lane,
-    entry: Entry<Token>,
+    entry: Entry<Token<Completion>>,
     sent_at: Instant,
     seconds: u32,
     failure: Option<Failure>,
@@ -556,7 +529,7 @@ fn finish_entry(
     match entry.token {
         Token::Settle(completion) => {
             let result = failure.map_or(Ok(()), Err);
-            answer(queue, lane, completion, entry.enqueued_at, result);
+            answer(settler, lane, completion, entry.enqueued_at, result);
         }
         Token::Extend {
             key,
@@ -569,14 +542,14 @@ fn finish_entry(
                 Some(Failure::Call { error, .. }) => Err(error.to_string()),
                 Some(Failure::Stopped) => Err("the engine stopped".to_owned()),
             };
-            answer_extension(queue, key, &message_id, last, sent_at, seconds, result);
+            answer_extension(settler, key, &message_id, last, sent_at, seconds, result);
         }
     }
 }
 
 /// The visibility of each entry at `now`, in whole seconds; empty on the delete lane. Worked
 /// out at each send, so a retried entry still ends within its message's 12-hour window.
-fn visibility_seconds(entries: &[Entry<Token>], now: Instant) -> Vec<u32> {
+fn visibility_seconds(entries: &[Entry<Token<Completion>>], now: Instant) -> Vec<u32> {
     entries
         .iter()
         .filter_map(|e| e.visibility.map(|target| target.seconds_at(now).0))
@@ -590,15 +563,18 @@ fn seconds_or_zero(seconds: &[u32]) -> impl Iterator<Item = u32> + '_ {
 
 /// One batch call for `entries`.
 async fn send(
-    queue: &QueueRuntime,
+    settler: &Settler,
     lane: Lane,
-    entries: &[Entry<Token>],
+    entries: &[Entry<Token<Completion>>],
     seconds: &[u32],
 ) -> Result<Vec<EntryResult>, CallError> {
     match lane {
         Lane::Delete => {
             let handles: Vec<&str> = entries.iter().map(|e| &*e.receipt).collect();
-            queue.api.delete_message_batch(&queue.url, &handles).await
+            settler
+                .api
+                .delete_message_batch(&settler.url, &handles)
+                .await
         }
         Lane::Visibility => {
             let pairs: Vec<(&str, u32)> = entries
@@ -606,9 +582,9 @@ async fn send(
                 .zip(seconds_or_zero(seconds))
                 .map(|(e, seconds)| (&*e.receipt, seconds))
                 .collect();
-            queue
+            settler
                 .api
-                .change_message_visibility_batch(&queue.url, &pairs)
+                .change_message_visibility_batch(&settler.url, &pairs)
                 .await
         }
     }
@@ -624,7 +600,7 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::metrics::StatsCells;
-    use crate::queue::OpenOptions;
+    use crate::queue::{OpenOptions, QueueRuntime};
     use crate::stand_in::StandIn;
 
     async fn queue(api: Arc<StandIn>) -> Arc<QueueRuntime> {
@@ -674,40 +650,29 @@ mod tests {
                 window_end: Instant::now() + visibility::MAX_VISIBILITY,
             }),
             message_id: Arc::from(format!("id-{receipt}")),
+            key: None,
             visible_until: Instant::now() + Duration::from_secs(30),
             slot: None,
+            on_answer: None,
         }
     }
 
-    /// Runs a flusher over what is queued already until everything is sent and answered.
-    async fn flush(queue: &Arc<QueueRuntime>) {
-        let drain = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tracker.spawn(run_flusher(
-            Arc::clone(queue),
-            drain.clone(),
-            tracker.clone(),
-        ));
-        drain.cancel();
-        tracker.close();
-        tokio::time::timeout(Duration::from_secs(60), tracker.wait())
-            .await
-            .expect("every queued entry is sent and answered");
-    }
-
-    /// Starts a flusher, settles `requests` at once, drains, and returns their answers.
+    /// Starts a driver, settles `requests` at once, drains, and returns their answers.
     async fn settle_all(
         queue: &Arc<QueueRuntime>,
         requests: Vec<Request>,
     ) -> Vec<Result<(), SettleError>> {
         let drain = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(run_flusher(
-            Arc::clone(queue),
+        tracker.spawn(run(
+            Arc::clone(&queue.settler),
             drain.clone(),
             tracker.clone(),
         ));
-        let settlements: Vec<_> = requests.into_iter().map(|r| enqueue(queue, r)).collect();
+        let settlements: Vec<_> = requests
+            .into_iter()
+            .map(|r| enqueue(&queue.settler, r))
+            .collect();
         let mut answers = Vec::new();
         for settlement in settlements {
             answers.push(settlement.await);
@@ -824,7 +789,7 @@ mod tests {
         let api = StandIn::scripted(Vec::new());
         let queue = queue(Arc::clone(&api)).await;
         settle_all(&queue, Vec::new()).await;
-        let answer = enqueue(&queue, request("late", Outcome::Ack)).await;
+        let answer = enqueue(&queue.settler, request("late", Outcome::Ack)).await;
         assert!(
             matches!(answer, Err(SettleError::Stopped { .. })),
             "{answer:?}"
@@ -833,59 +798,33 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_heartbeat_extension_asked_for_before_a_retry_after_never_undoes_it() {
+    async fn the_heartbeat_extends_a_slow_message_and_its_retry_after_reaches_sqs_last() {
         let api = StandIn::scripted(Vec::new());
         let queue = queue_with_heartbeat(Arc::clone(&api)).await;
-        let heartbeat = queue.heartbeat.as_ref().expect("the heartbeat is on");
+        let drain = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(run(
+            Arc::clone(&queue.settler),
+            drain.clone(),
+            tracker.clone(),
+        ));
         let start = Instant::now();
-        let key = heartbeat.register(
+        let key = queue.settler.register(
             Arc::from("r"),
             Arc::from("id-r"),
             start + Duration::from_secs(30),
             start + visibility::MAX_VISIBILITY,
         );
-        // The heartbeat takes the extension due, and before it queues it, the handler
-        // settles: its retry_after goes first.
-        tokio::time::advance(Duration::from_secs(24)).await;
-        let due = heartbeat.poll_due(Instant::now());
-        assert_eq!(due.len(), 1);
-        assert!(heartbeat.deregister(key).is_some());
-        let settlement = enqueue(
-            &queue,
-            request("r", Outcome::RetryAfter(Duration::from_secs(100))),
-        );
-        enqueue_extensions(&queue, due);
-        flush(&queue).await;
-        assert!(settlement.await.is_ok());
-        assert_eq!(
-            api.calls(),
-            vec![vec!["r=100"]],
-            "the extension of a settled message is not sent after its retry_after"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_extension_queued_before_the_settlement_goes_first_or_not_at_all() {
-        let api = StandIn::scripted(Vec::new());
-        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
-        let heartbeat = queue.heartbeat.as_ref().expect("the heartbeat is on");
-        let start = Instant::now();
-        let key = heartbeat.register(
-            Arc::from("r"),
-            Arc::from("id-r"),
-            start + Duration::from_secs(30),
-            start + visibility::MAX_VISIBILITY,
-        );
-        tokio::time::advance(Duration::from_secs(24)).await;
-        enqueue_extensions(&queue, heartbeat.poll_due(Instant::now()));
-        assert!(heartbeat.deregister(key).is_some());
-        let settlement = enqueue(
-            &queue,
-            request("r", Outcome::RetryAfter(Duration::from_secs(100))),
-        );
-        flush(&queue).await;
-        assert!(settlement.await.is_ok());
-        assert_eq!(api.calls().last(), Some(&vec!["r=100".to_owned()]));
+        // Extended 6 s before each deadline: at 24 s and at 48 s.
+        tokio::time::sleep(Duration::from_secs(50)).await;
+        let mut retry = request("r", Outcome::RetryAfter(Duration::from_secs(100)));
+        retry.key = key;
+        enqueue(&queue.settler, retry).await.expect("applied");
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
+        assert_eq!(api.calls(), vec![vec!["r=30"], vec!["r=30"], vec!["r=100"]]);
+        assert_eq!(queue.metrics_stats().extensions.ok, 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -914,9 +853,10 @@ mod tests {
         let stats = queue.metrics_stats();
         assert_eq!(stats.delete_message_batch.failed, 1);
         assert_eq!(stats.change_message_visibility_batch.failed, 1);
-        let state = queue.settler.lock();
-        assert_eq!(state.coalescer.in_flight(Lane::Delete), 0);
-        assert_eq!(state.coalescer.in_flight(Lane::Visibility), 0);
+        assert!(
+            queue.settler.lock().close_if_done(),
+            "nothing pending, no call in flight"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -925,12 +865,12 @@ mod tests {
         let queue = queue(Arc::clone(&api)).await;
         let drain = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(run_flusher(
-            Arc::clone(&queue),
+        tracker.spawn(run(
+            Arc::clone(&queue.settler),
             drain.clone(),
             tracker.clone(),
         ));
-        drop(enqueue(&queue, request("a", Outcome::Ack)));
+        drop(enqueue(&queue.settler, request("a", Outcome::Ack)));
         drain.cancel();
         tracker.close();
         tracker.wait().await;

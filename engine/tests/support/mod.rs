@@ -81,6 +81,53 @@ pub async fn create_queue(client: &Client, name: &str, visibility_secs: u32) -> 
         .expect("a queue URL")
 }
 
+/// Creates a FIFO queue (`name` ends in `.fifo`) with the given visibility timeout; returns its
+/// URL.
+pub async fn create_fifo_queue(client: &Client, name: &str, visibility_secs: u32) -> String {
+    assert!(name.ends_with(".fifo"), "a FIFO queue's name ends in .fifo");
+    client
+        .create_queue()
+        .queue_name(name)
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility_secs.to_string(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateQueue {name} failed: {e:?}"))
+        .queue_url
+        .expect("a queue URL")
+}
+
+/// Sends `(group, body)` pairs to a FIFO queue in order, ten per `SendMessageBatch`, each with
+/// its body as its deduplication id.
+pub async fn send_grouped(client: &Client, url: &str, messages: &[(String, String)]) {
+    for (chunk_index, chunk) in messages.chunks(10).enumerate() {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (group, body))| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("{chunk_index}-{i}"))
+                    .message_body(body)
+                    .message_group_id(group)
+                    .message_deduplication_id(body)
+                    .build()
+                    .expect("valid entry")
+            })
+            .collect();
+        let output = client
+            .send_message_batch()
+            .queue_url(url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("SendMessageBatch");
+        assert!(output.failed.is_empty(), "send failed: {:?}", output.failed);
+    }
+}
+
 /// Sends the bodies, ten per `SendMessageBatch`, and checks every entry landed.
 pub async fn send(client: &Client, url: &str, bodies: &[String]) {
     for (chunk_index, chunk) in bodies.chunks(10).enumerate() {
@@ -404,4 +451,39 @@ impl SqsApi for Recording {
             result
         })
     }
+}
+
+/// Calls of `action` in a stretch of LocalStack's log (every client's calls, all queues).
+pub fn logged_calls(log: &str, action: &str) -> usize {
+    let needle = format!("AWS sqs.{action} =>");
+    log.lines().filter(|line| line.contains(&needle)).count()
+}
+
+/// Where LocalStack writes its log: `SQS_ENGINE_LOCALSTACK_LOG`, else where
+/// `scripts/localstack.sh` puts it.
+pub fn localstack_log_path() -> std::path::PathBuf {
+    if let Ok(path) = std::env::var("SQS_ENGINE_LOCALSTACK_LOG") {
+        return path.into();
+    }
+    let cache = std::env::var("SQS_ENGINE_CACHE").map_or_else(
+        |_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/sqs-engine")
+        },
+        std::path::PathBuf::from,
+    );
+    let port = std::env::var("LOCALSTACK_PORT").unwrap_or_else(|_| "4566".to_owned());
+    cache.join(format!("localstack-{port}.log"))
+}
+
+/// LocalStack's log so far.
+pub fn read_log() -> String {
+    let path = localstack_log_path();
+    std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "LocalStack's log at {} is needed to check the engine's call counts ({e}); \
+             start LocalStack with scripts/localstack.sh",
+            path.display()
+        )
+    })
 }

@@ -13,7 +13,8 @@
 //!   is accepted, counting them: the engine sees its connections fail, as when SQS is out of
 //!   reach.
 //!
-//! [`Proxy::counts`] says what was forwarded and what was injected, per action.
+//! [`Proxy::counts`] says what was forwarded and what was injected, per action, and
+//! [`Proxy::attempt_ids`] the attempt id of every receive.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -184,6 +185,8 @@ struct Shared {
     /// Connections being served.
     live: AtomicU64,
     counts: Mutex<Counts>,
+    /// The `ReceiveRequestAttemptId` of every `ReceiveMessage` request, in arrival order.
+    attempt_ids: Mutex<Vec<Option<String>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -275,6 +278,7 @@ impl Proxy {
             connections: Mutex::new(CancellationToken::new()),
             live: AtomicU64::new(0),
             counts: Mutex::default(),
+            attempt_ids: Mutex::default(),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         Self {
@@ -329,6 +333,12 @@ impl Proxy {
     /// What the proxy did so far.
     pub fn counts(&self) -> Counts {
         lock(&self.shared.counts).clone()
+    }
+
+    /// The `ReceiveRequestAttemptId` of every `ReceiveMessage` request so far, faulted or
+    /// forwarded, in arrival order.
+    pub fn attempt_ids(&self) -> Vec<Option<String>> {
+        lock(&self.shared.attempt_ids).clone()
     }
 }
 
@@ -395,6 +405,16 @@ async fn handle(
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
         return reset(&token).await;
     };
+    if action == "ReceiveMessage" {
+        let attempt = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|request| {
+                request["ReceiveRequestAttemptId"]
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        lock(&shared.attempt_ids).push(attempt);
+    }
     if shared.in_outage() {
         shared.count(&action, |c| c.refused += 1);
         return reset(&token).await;

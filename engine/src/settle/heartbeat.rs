@@ -1,116 +1,21 @@
-//! The heartbeat: keeps in-flight messages invisible while their handlers run.
+//! The heartbeat's schedule: keeps in-flight messages invisible while their handlers run.
 //!
-//! One [`Schedule`] per queue holds every unsettled delivery with its visibility deadline. When
-//! a deadline comes within the margin, the driver asks for an extension through the settlement
-//! coalescer, so extensions of messages that settle independently share
-//! `ChangeMessageVisibilityBatch` calls with each other and with retries. No extension reaches
-//! past 12 hours from the receive: the last one ends there.
+//! One [`Schedule`] per queue, inside the queue's settlement state, holds every unsettled
+//! delivery with its visibility deadline. When a deadline comes within the margin, the state
+//! puts an extension on the coalescer's visibility lane, so extensions of messages that settle
+//! independently share `ChangeMessageVisibilityBatch` calls with each other and with retries.
+//! No extension reaches past 12 hours from the receive: the last one ends there.
 //!
-//! [`Schedule`] is pure: no I/O, no clock; the driver passes `now` in.
+//! [`Schedule`] is pure: no I/O, no clock; `now` is passed in.
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::queue::QueueRuntime;
-use crate::settle::{self, visibility::visibility_seconds};
-
-/// The heartbeat of one queue: its schedule, and the driver's wake-up.
-pub(crate) struct Heartbeat {
-    schedule: Mutex<Schedule>,
-    wake: Notify,
-}
-
-impl Heartbeat {
-    pub(crate) fn new(config: HeartbeatConfig) -> Self {
-        Self {
-            schedule: Mutex::new(Schedule::new(config)),
-            wake: Notify::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Schedule> {
-        // Plain data, and no code under the lock panics.
-        self.schedule.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Starts keeping a delivery invisible. Returns its key.
-    pub(crate) fn register(
-        &self,
-        receipt: Arc<str>,
-        message_id: Arc<str>,
-        deadline: Instant,
-        window_end: Instant,
-    ) -> u64 {
-        let (key, wake) = self
-            .lock()
-            .register(receipt, message_id, deadline, window_end);
-        if wake {
-            self.wake.notify_one();
-        }
-        key
-    }
-
-    /// Stops keeping a delivery invisible; returns its deadline as last known. Never blocks
-    /// beyond a short lock, never awaits: safe from `Drop`.
-    pub(crate) fn deregister(&self, key: u64) -> Option<Instant> {
-        self.lock().deregister(key)
-    }
-
-    pub(crate) fn extended(&self, key: u64, sent_at: Instant, seconds: u32, last: bool) {
-        if self.lock().extended(key, sent_at, seconds, last) {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Takes the extensions due at `now`, as the driver does.
-    #[cfg(test)]
-    pub(crate) fn poll_due(&self, now: Instant) -> Vec<Extension> {
-        self.lock().poll_due(now)
-    }
-
-    /// Whether a delivery is still kept invisible: neither settled nor dropped.
-    pub(crate) fn is_tracked(&self, key: u64) -> bool {
-        self.lock().tracked.contains_key(&key)
-    }
-
-    /// An extension finally failed. Returns whether the delivery was still tracked: when it
-    /// was settled meanwhile, its extension failing is of no consequence.
-    pub(crate) fn failed(&self, key: u64) -> bool {
-        self.lock().failed(key)
-    }
-}
-
-/// Asks for the extensions as they fall due, until `stop` is cancelled.
-pub(crate) async fn run(queue: Arc<QueueRuntime>, stop: CancellationToken) {
-    let Some(heartbeat) = &queue.heartbeat else {
-        return;
-    };
-    loop {
-        let (due, next) = {
-            let mut schedule = heartbeat.lock();
-            schedule.disarm();
-            let due = schedule.poll_due(Instant::now());
-            (due, schedule.arm())
-        };
-        settle::enqueue_extensions(&queue, due);
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = heartbeat.wake.notified() => {}
-            () = async {
-                match next {
-                    Some(next) => tokio::time::sleep_until(next).await,
-                    None => std::future::pending().await,
-                }
-            } => {}
-        }
-    }
-}
+use super::visibility::visibility_seconds;
 
 /// How the heartbeat extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,9 +30,13 @@ pub(crate) struct HeartbeatConfig {
 }
 
 impl HeartbeatConfig {
-    /// The heartbeat for a visibility timeout: extensions of the same length, a margin of a
-    /// fifth of it (at least 1 s, at most half the timeout and 60 s), and a slack of half the
-    /// margin. `None` for a visibility timeout under 2 s, too short to extend in time.
+    /// The heartbeat for a visibility timeout: a margin of a fifth of it (at least 1 s, at
+    /// most half the timeout and 60 s), a slack of half the margin, and extensions of the
+    /// timeout's length, or of five margins where that is longer. Each extension buys its
+    /// length less the margin: with a short timeout (2 s, whose margin is 1 s) extensions of
+    /// the timeout would come every second, two per timeout; five margins keep them to at
+    /// most one per four margins. `None` for a visibility timeout under 2 s, too short to
+    /// extend in time.
     pub(crate) fn for_visibility(visibility: Duration, margin: Option<Duration>) -> Option<Self> {
         if visibility < Duration::from_secs(2) {
             return None;
@@ -138,7 +47,7 @@ impl HeartbeatConfig {
             })
             .min(visibility / 2);
         Some(Self {
-            extension: visibility,
+            extension: visibility.max(margin.saturating_mul(5)),
             margin,
             slack: margin / 2,
         })
@@ -208,8 +117,6 @@ pub(crate) struct Schedule {
     tracked: HashMap<u64, Tracked, BuildHasherDefault<KeyHasher>>,
     /// `(due, key)` for every delivery in [`Phase::Waiting`].
     due: BTreeSet<(Instant, u64)>,
-    /// When the driver will next look, if it is asleep.
-    armed: Option<Instant>,
 }
 
 impl Schedule {
@@ -219,7 +126,6 @@ impl Schedule {
             next_key: 0,
             tracked: HashMap::default(),
             due: BTreeSet::new(),
-            armed: None,
         }
     }
 
@@ -227,15 +133,15 @@ impl Schedule {
         deadline.checked_sub(self.config.margin).unwrap_or(deadline)
     }
 
-    /// Starts tracking a delivery invisible until `deadline`. Returns its key, and whether the
-    /// driver must wake to re-arm (the delivery falls due before the driver would look).
+    /// Starts tracking a delivery invisible until `deadline`. Returns its key, and when its
+    /// first extension falls due.
     pub(crate) fn register(
         &mut self,
         receipt: Arc<str>,
         message_id: Arc<str>,
         deadline: Instant,
         window_end: Instant,
-    ) -> (u64, bool) {
+    ) -> (u64, Instant) {
         let key = self.next_key;
         self.next_key += 1;
         let due = self.due_at(deadline);
@@ -250,8 +156,7 @@ impl Schedule {
             },
         );
         self.due.insert((due, key));
-        let wake = self.armed.is_none_or(|armed| due < armed);
-        (key, wake)
+        (key, due)
     }
 
     /// Stops tracking a delivery (settled, or dropped unsettled). Returns its deadline as last
@@ -267,9 +172,35 @@ impl Schedule {
     /// The extensions due at `now`, and those due within the slack after it. Each is marked
     /// as extending until [`extended`](Self::extended) or [`failed`](Self::failed).
     pub(crate) fn poll_due(&mut self, now: Instant) -> Vec<Extension> {
-        let horizon = now + self.config.slack;
         let mut extensions = Vec::new();
-        while let Some(&(due, key)) = self.due.first() {
+        self.take_due(now, now + self.config.slack, usize::MAX, &mut extensions);
+        extensions
+    }
+
+    /// Up to `room` more extensions, of deliveries due within one margin after `now`: those
+    /// that would fall due soon, taken early to fill a batch call that goes out anyway. An
+    /// early extension never shortens a visibility: the deadline it replaces is at most two
+    /// margins away, and an extension reaches a whole visibility timeout (at least two
+    /// margins) ahead.
+    pub(crate) fn poll_early(&mut self, now: Instant, room: usize) -> Vec<Extension> {
+        let mut extensions = Vec::new();
+        self.take_due(now, now + self.config.margin, room, &mut extensions);
+        extensions
+    }
+
+    /// Moves up to `max` deliveries due by `horizon` to [`Phase::Extending`], in order of due.
+    fn take_due(
+        &mut self,
+        now: Instant,
+        horizon: Instant,
+        max: usize,
+        extensions: &mut Vec<Extension>,
+    ) {
+        let wanted = extensions.len().saturating_add(max);
+        while extensions.len() < wanted {
+            let Some(&(due, key)) = self.due.first() else {
+                break;
+            };
             if due > horizon {
                 break;
             }
@@ -294,31 +225,28 @@ impl Schedule {
                 last: shortened,
             });
         }
-        extensions
     }
 
-    /// SQS applied an extension of `seconds` sent at `sent_at`. Returns whether the driver
-    /// must wake to re-arm (the next extension falls due before the driver would look).
+    /// SQS applied an extension of `seconds` sent at `sent_at`. Returns when the next one falls
+    /// due, if one follows.
     pub(crate) fn extended(
         &mut self,
         key: u64,
         sent_at: Instant,
         seconds: u32,
         last: bool,
-    ) -> bool {
+    ) -> Option<Instant> {
         let deadline = sent_at + Duration::from_secs(u64::from(seconds));
         let due = self.due_at(deadline);
-        let Some(tracked) = self.tracked.get_mut(&key) else {
-            return false;
-        };
+        let tracked = self.tracked.get_mut(&key)?;
         tracked.deadline = deadline;
         if last {
             tracked.phase = Phase::Done;
-            return false;
+            return None;
         }
         tracked.phase = Phase::Waiting;
         self.due.insert((due, key));
-        self.armed.is_none_or(|armed| due < armed)
+        Some(due)
     }
 
     /// An extension finally failed: no more are tried for this delivery.
@@ -332,20 +260,14 @@ impl Schedule {
         }
     }
 
-    /// When the next extension falls due. Records it as the time the driver will look.
-    pub(crate) fn arm(&mut self) -> Option<Instant> {
-        self.armed = self.due.first().map(|&(due, _)| due);
-        self.armed
-    }
-
-    /// The driver is awake and will look again before sleeping.
-    pub(crate) fn disarm(&mut self) {
-        self.armed = Some(Instant::now());
+    /// When the next extension falls due.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.due.first().map(|&(due, _)| due)
     }
 
     /// Deliveries tracked.
     #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tracked.len()
     }
 
@@ -389,6 +311,11 @@ mod tests {
         assert_eq!(c.extension, VT);
         let short = HeartbeatConfig::for_visibility(Duration::from_secs(3), None).expect("some");
         assert_eq!(short.margin, Duration::from_secs(1));
+        assert_eq!(
+            short.extension,
+            Duration::from_secs(5),
+            "five margins, longer than the timeout"
+        );
         let asked =
             HeartbeatConfig::for_visibility(VT, Some(Duration::from_secs(20))).expect("some");
         assert_eq!(
@@ -404,7 +331,7 @@ mod tests {
         let start = Instant::now();
         let mut s = schedule();
         register(&mut s, "a", start);
-        assert_eq!(s.arm(), Some(start + Duration::from_secs(24)));
+        assert_eq!(s.next_due(), Some(start + Duration::from_secs(24)));
         assert!(s.poll_due(start + Duration::from_secs(20)).is_empty());
         let due = s.poll_due(start + Duration::from_secs(24));
         assert_eq!(due.len(), 1);
@@ -432,30 +359,59 @@ mod tests {
         let at = start + Duration::from_secs(24);
         assert_eq!(keys(&s.poll_due(at)), [a]);
         assert_eq!(
-            s.arm(),
+            s.next_due(),
             None,
             "nothing due while the extension is in flight"
         );
         s.extended(a, at, 30, false);
         assert_eq!(s.deadline(a), Some(at + VT));
-        assert_eq!(s.arm(), Some(at + Duration::from_secs(24)));
+        assert_eq!(s.next_due(), Some(at + Duration::from_secs(24)));
     }
 
     #[test]
-    fn an_applied_extension_wakes_a_driver_with_nothing_else_due() {
+    fn an_applied_extension_says_when_the_next_one_falls_due() {
         let start = Instant::now();
         let mut s = schedule();
         let a = register(&mut s, "a", start);
         let at = start + Duration::from_secs(24);
         s.poll_due(at);
-        assert_eq!(s.arm(), None, "the driver sleeps with nothing due");
-        assert!(s.extended(a, at, 30, false), "so the answer must wake it");
-        s.arm();
-        let b = register(&mut s, "b", at);
-        s.poll_due(at + Duration::from_secs(24));
+        assert_eq!(
+            s.next_due(),
+            None,
+            "nothing due while the extension is in flight"
+        );
+        assert_eq!(
+            s.extended(a, at, 30, false),
+            Some(at + Duration::from_secs(24))
+        );
+        assert_eq!(
+            s.extended(a, at, 30, true),
+            None,
+            "no extension after the last"
+        );
+    }
+
+    #[test]
+    fn early_extensions_fill_a_batch_from_deliveries_due_within_one_margin() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let a = register(&mut s, "a", start);
+        // Due 4 s, 5 s and 7 s after a: within the 6 s margin, except the last.
+        let b = register(&mut s, "b", start + Duration::from_secs(4));
+        let c = register(&mut s, "c", start + Duration::from_secs(5));
+        register(&mut s, "d", start + Duration::from_secs(7));
+        let now = start + Duration::from_secs(24);
+        assert_eq!(keys(&s.poll_due(now)), [a]);
+        assert_eq!(keys(&s.poll_early(now, 1)), [b], "no more than the room");
+        assert_eq!(
+            keys(&s.poll_early(now, 10)),
+            [c],
+            "d is due past the margin"
+        );
+        let (seconds, _) = visibility_seconds(VT, start + MAX_VISIBILITY, now);
         assert!(
-            !s.extended(b, at + Duration::from_secs(24), 30, false),
-            "a later due wakes no one"
+            now + Duration::from_secs(u64::from(seconds)) > start + Duration::from_secs(5) + VT,
+            "an early extension never ends before the deadline it replaces"
         );
     }
 
@@ -470,7 +426,7 @@ mod tests {
         // An answer for it after it settled changes nothing.
         s.extended(a, start, 30, false);
         assert_eq!(s.len(), 0);
-        assert_eq!(s.arm(), None);
+        assert_eq!(s.next_due(), None);
     }
 
     #[test]
@@ -481,7 +437,7 @@ mod tests {
         s.poll_due(start + Duration::from_secs(24));
         assert!(s.deregister(a).is_some());
         s.extended(a, start + Duration::from_secs(24), 30, false);
-        assert_eq!(s.arm(), None);
+        assert_eq!(s.next_due(), None);
     }
 
     #[test]
@@ -492,7 +448,7 @@ mod tests {
         // Keep extending until the window's end comes within one extension.
         let mut extensions = 0;
         loop {
-            let now = s.arm().expect("still due");
+            let now = s.next_due().expect("still due");
             let due = s.poll_due(now);
             assert_eq!(due.len(), 1);
             let (seconds, shortened) = visibility_seconds(due[0].extension, due[0].window_end, now);
@@ -506,7 +462,7 @@ mod tests {
             }
             assert!(extensions < 10_000);
         }
-        assert_eq!(s.arm(), None, "no extension after the last");
+        assert_eq!(s.next_due(), None, "no extension after the last");
         assert!(s.poll_due(received + MAX_VISIBILITY * 2).is_empty());
     }
 
@@ -530,36 +486,16 @@ mod tests {
     }
 
     #[test]
-    fn a_registration_wakes_the_driver_only_when_it_falls_due_first() {
+    fn a_registration_says_when_it_falls_due() {
         let start = Instant::now();
         let mut s = schedule();
-        assert!(
-            s.register(
-                Arc::from("a"),
-                Arc::from("a"),
-                start + VT,
-                start + MAX_VISIBILITY
-            )
-            .1
+        let (_, due) = s.register(
+            Arc::from("a"),
+            Arc::from("a"),
+            start + VT,
+            start + MAX_VISIBILITY,
         );
-        s.arm();
-        assert!(
-            !s.register(
-                Arc::from("b"),
-                Arc::from("b"),
-                start + VT * 2,
-                start + MAX_VISIBILITY
-            )
-            .1
-        );
-        assert!(
-            s.register(
-                Arc::from("c"),
-                Arc::from("c"),
-                start + VT / 2,
-                start + MAX_VISIBILITY
-            )
-            .1
-        );
+        assert_eq!(due, start + Duration::from_secs(24));
+        assert_eq!(s.next_due(), Some(due));
     }
 }

@@ -1,0 +1,497 @@
+//! Order on a FIFO queue: one message of a group at a time, in receive order, with every
+//! worker free to take other groups.
+//!
+//! SQS hands out the messages of a group in order and holds the group back while any of them is
+//! in flight, but one receive can carry several messages of the same group. The [`Gate`] keeps
+//! the order from there: of each group, only the oldest message received is handed out (its
+//! *turn*); the next waits, kept invisible by the heartbeat like any held message, until the
+//! turn ends:
+//!
+//! - the turn's message was deleted (ack, or a drop below the redrive cap): the next message of
+//!   its group is handed out. With [`FifoOrder::Confirmed`] (the default) this is when SQS has
+//!   confirmed the delete; with [`FifoOrder::Outcome`], as soon as the handler returned (the
+//!   delete is sent first, in the same or an earlier batch call, but a delete that then fails
+//!   lets its message come back after the next one);
+//! - anything else (retry, retry_after, a drop returned for the dead-letter queue, a delivery
+//!   dropped unsettled, a failed delete): the message comes back to the queue, so the rest of its
+//!   group received with it goes back too (visibility 0, counted as returned for order), and SQS
+//!   hands them out again after it.
+//!
+//! Standard queues have no gate: nothing here runs for them.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::delivery::Delivery;
+
+/// When the next message of a FIFO group may start. See [`EngineBuilder::fifo_order`](crate::EngineBuilder::fifo_order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FifoOrder {
+    /// Once SQS has confirmed the previous message's delete: one settlement round trip per
+    /// message of a group, and a failed delete stops the group instead of reordering it. The
+    /// default: a FIFO queue is chosen for its order.
+    #[default]
+    Confirmed,
+    /// As soon as the previous message's handler returned `Ack` (or `Drop`): the delete is
+    /// queued first, so it goes out in the same or an earlier batch call, but should it fail,
+    /// its message comes back after the next one. Faster when a group's messages follow each
+    /// other closely.
+    Outcome,
+}
+
+/// The group gate of one FIFO queue's consumer.
+pub(crate) struct Gate {
+    state: Mutex<GateState>,
+    /// Signalled when a delivery becomes ready.
+    ready: Notify,
+    order: FifoOrder,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// The groups with a turn under way (or a delivery ready), and the deliveries of each
+    /// waiting behind it, in receive order.
+    groups: HashMap<Arc<str>, VecDeque<Delivery>>,
+    /// Deliveries whose turn it is, in receive order, not yet handed out.
+    ready: VecDeque<Delivery>,
+    /// Per group, the sequence numbers of the messages returned for order and not received
+    /// again yet, each with when to stop waiting for it (another consumer may have taken it).
+    returned: HashMap<Arc<str>, BTreeMap<u128, Instant>>,
+}
+
+impl GateState {
+    /// Whether a message of `group` at `sequence` comes too early: an earlier message of its
+    /// group was returned for order and has not come back. Forgets `sequence` itself as
+    /// returned (it is back) and what has waited past its time.
+    fn premature(&mut self, group: &Arc<str>, sequence: Option<u128>, now: Instant) -> bool {
+        let Some(returned) = self.returned.get_mut(group) else {
+            return false;
+        };
+        returned.retain(|_, until| *until > now);
+        let premature = sequence.is_some_and(|sequence| {
+            returned.remove(&sequence);
+            returned.range(..sequence).next().is_some()
+        });
+        if returned.is_empty() {
+            self.returned.remove(group);
+        }
+        premature
+    }
+}
+
+/// A delivery's turn in its group; ends when its message's fate is known. Held by its ticket.
+pub(crate) struct Turn {
+    gate: Arc<Gate>,
+    group: Arc<str>,
+}
+
+impl Gate {
+    pub(crate) fn new(order: FifoOrder) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::default(),
+            ready: Notify::new(),
+            order,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        // Plain data; nothing under the lock panics.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes in the deliveries of one receive, in order: each is ready when its group has no
+    /// turn under way, and waits behind it otherwise. One that comes while an earlier message
+    /// of its group, returned for order, has not come back yet goes back too: SQS never hands
+    /// a group out of order, but an emulator may (LocalStack hands out the rest of a group
+    /// while a message of it is hidden).
+    pub(crate) fn admit(self: &Arc<Self>, mut deliveries: Vec<Delivery>) {
+        deliveries.sort_by_key(|d| d.message().sequence_number());
+        let now = Instant::now();
+        let mut state = self.lock();
+        let mut woke = false;
+        let mut premature = Vec::new();
+        for mut delivery in deliveries {
+            let Some(group) = delivery.message().group_id().map(Arc::<str>::from) else {
+                // No group (not a FIFO message): nothing to keep in order.
+                state.ready.push_back(delivery);
+                woke = true;
+                continue;
+            };
+            let sequence = delivery.message().sequence_number();
+            if state.premature(&group, sequence, now) {
+                if let Some(sequence) = sequence {
+                    state
+                        .returned
+                        .entry(group)
+                        .or_default()
+                        .insert(sequence, delivery.returned_until(now));
+                }
+                premature.push(delivery);
+                continue;
+            }
+            if let Some(waiting) = state.groups.get_mut(&group) {
+                insert_in_order(waiting, delivery);
+            } else {
+                delivery.take_turn(Turn {
+                    gate: Arc::clone(self),
+                    group: Arc::clone(&group),
+                });
+                state.groups.insert(group, VecDeque::new());
+                state.ready.push_back(delivery);
+                woke = true;
+            }
+        }
+        drop(state);
+        if woke {
+            self.ready.notify_one();
+        }
+        for delivery in premature {
+            delivery.return_for_order(now);
+        }
+    }
+
+    /// The next delivery whose turn it is, without waiting.
+    pub(crate) fn pop_ready(&self) -> Option<Delivery> {
+        self.lock().ready.pop_front()
+    }
+
+    /// Whether it holds nothing: no turn under way, nothing ready or waiting.
+    pub(crate) fn is_empty(&self) -> bool {
+        let state = self.lock();
+        state.groups.is_empty() && state.ready.is_empty()
+    }
+
+    /// Waits until a delivery may be ready. Cancel safe.
+    pub(crate) async fn readied(&self) {
+        self.ready.notified().await;
+    }
+
+    /// Every delivery held, ready or waiting, for a consumer that stops: their turns end
+    /// without handing out anything more.
+    pub(crate) fn take_all(&self) -> Vec<Delivery> {
+        let mut state = self.lock();
+        state.returned.clear();
+        let mut all: Vec<Delivery> = state.ready.drain(..).collect();
+        for (_, waiting) in state.groups.drain() {
+            all.extend(waiting);
+        }
+        all
+    }
+
+    /// `group`'s turn ended with `fate`. When its message is gone, the next of the group gets
+    /// the turn; otherwise the rest of the group goes back to the queue, to come back no
+    /// earlier than the message itself.
+    fn end_turn(self: &Arc<Self>, group: &Arc<str>, fate: Fate) {
+        let mut state = self.lock();
+        let Some(waiting) = state.groups.get_mut(group) else {
+            return;
+        };
+        let back_at = match fate {
+            Fate::Deleted => match waiting.pop_front() {
+                Some(mut next) => {
+                    next.take_turn(Turn {
+                        gate: Arc::clone(self),
+                        group: Arc::clone(group),
+                    });
+                    state.ready.push_back(next);
+                    drop(state);
+                    self.ready.notify_one();
+                    return;
+                }
+                None => None,
+            },
+            Fate::BackAt(at) => Some(at),
+        };
+        let rest = state.groups.remove(group).unwrap_or_default();
+        if let Some(back_at) = back_at {
+            for delivery in &rest {
+                if let Some(sequence) = delivery.message().sequence_number() {
+                    state
+                        .returned
+                        .entry(Arc::clone(group))
+                        .or_default()
+                        .insert(sequence, delivery.returned_until(back_at));
+                }
+            }
+        }
+        drop(state);
+        // A consumer waiting for the gate to empty may be done now.
+        self.ready.notify_one();
+        if let Some(back_at) = back_at
+            && !rest.is_empty()
+        {
+            debug!(group = %group, messages = rest.len(), "the group's message comes back: returning the rest of the group to keep its order");
+            for delivery in rest {
+                delivery.return_for_order(back_at);
+            }
+        }
+    }
+}
+
+/// Puts `delivery` among the waiting deliveries of its group by its `SequenceNumber`: receives
+/// of one group arrive in order from SQS, which holds the group back while any of it is in
+/// flight, but an emulator that hands a group out to concurrent receives (LocalStack does, once
+/// a message of it becomes visible again) can have them arrive in either order. Without a
+/// sequence number, it goes last.
+fn insert_in_order(waiting: &mut VecDeque<Delivery>, delivery: Delivery) {
+    let sequence = |d: &Delivery| d.message().sequence_number();
+    let position = match sequence(&delivery) {
+        Some(number) => waiting
+            .iter()
+            .rposition(|other| sequence(other).is_none_or(|other| other < number))
+            .map_or(0, |before| before + 1),
+        None => waiting.len(),
+    };
+    waiting.insert(position, delivery);
+}
+
+/// How a turn's message left the consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Deleted from the queue: the group goes on.
+    Deleted,
+    /// Back in the queue, visible again at this time: the rest of the group goes back too,
+    /// visible no earlier. (SQS would hold the group back while the message is hidden anyway;
+    /// an emulator that does not, LocalStack among them, would otherwise hand the rest out
+    /// first.)
+    BackAt(Instant),
+}
+
+impl Turn {
+    /// Whether the next message of the group waits for SQS's answer to this one's settlement.
+    pub(crate) fn waits_for_answer(&self) -> bool {
+        self.gate.order == FifoOrder::Confirmed
+    }
+
+    /// The message's settlement is known (with [`FifoOrder::Outcome`]: its entry is queued).
+    pub(crate) fn end(self, fate: Fate) {
+        self.gate.end_turn(&self.group, fate);
+    }
+}
+
+// On the in-process SQS (a test double on tokio's clock, which models FIFO groups as SQS
+// does): the gate's order rules through the whole engine. LocalStack proves them against a real
+// SQS in `tests/fifo.rs`.
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::api::SendEntry;
+    use crate::testing::InProcessSqs;
+    use crate::{Engine, Message, Outcome};
+
+    const QUEUE: &str = "orders.fifo";
+
+    fn send(sqs: &InProcessSqs, group: &str, seq: usize) {
+        sqs.send_entry(
+            QUEUE,
+            &SendEntry {
+                body: format!("{group}:{seq}"),
+                attributes: Vec::new(),
+                group_id: Some(group.to_owned()),
+                deduplication_id: Some(format!("{group}-{seq}")),
+            },
+        )
+        .expect("sent");
+    }
+
+    /// What the handlers saw: per group, (seq, start, end, outcome) in start order.
+    type Log = Arc<Mutex<HashMap<String, Vec<(usize, Instant, Instant, Outcome)>>>>;
+
+    fn parse(message: &Message) -> (String, usize) {
+        let (group, seq) = message.body().split_once(':').expect("group:seq");
+        (group.to_owned(), seq.parse().expect("seq"))
+    }
+
+    /// Runs an engine with `workers` over `groups` groups of `per_group` messages; the first
+    /// delivery of some messages is answered `retry` or `retry_after(1 s)`. Returns the log
+    /// and the engine's stats.
+    async fn run(
+        groups: usize,
+        per_group: usize,
+        workers: usize,
+        order: FifoOrder,
+    ) -> (Log, crate::Stats) {
+        let sqs = InProcessSqs::new();
+        for seq in 0..per_group {
+            for group in 0..groups {
+                send(&sqs, &format!("g{group}"), seq);
+            }
+        }
+        let total = groups * per_group;
+        let log: Log = Arc::default();
+        let done = CancellationToken::new();
+        let acked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let engine = Engine::builder()
+            .api(sqs.clone())
+            .queue(QUEUE)
+            .workers(workers)
+            .receivers(2)
+            .visibility_timeout(Duration::from_secs(30))
+            .fifo_order(order)
+            .build()
+            .expect("engine");
+        let handler_log = Arc::clone(&log);
+        let handler_done = done.clone();
+        let rng = Arc::new(Mutex::new(fastrand::Rng::with_seed(7)));
+        let stats = engine
+            .run(
+                move |message: Message| {
+                    let log = Arc::clone(&handler_log);
+                    let done = handler_done.clone();
+                    let acked = Arc::clone(&acked);
+                    let pause = Duration::from_micros(rng.lock().expect("rng").u64(0..3_000));
+                    async move {
+                        let start = Instant::now();
+                        tokio::time::sleep(pause).await;
+                        let (group, seq) = parse(&message);
+                        let first = message.receive_count() == 1;
+                        let outcome = if first && seq % 7 == 3 {
+                            Outcome::Retry
+                        } else if first && seq % 11 == 5 {
+                            Outcome::RetryAfter(Duration::from_secs(1))
+                        } else {
+                            Outcome::Ack
+                        };
+                        log.lock().expect("log").entry(group).or_default().push((
+                            seq,
+                            start,
+                            Instant::now(),
+                            outcome,
+                        ));
+                        if outcome == Outcome::Ack
+                            && acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == total
+                        {
+                            done.cancel();
+                        }
+                        outcome
+                    }
+                },
+                done.clone().cancelled_owned(),
+            )
+            .await
+            .expect("runs");
+        assert_eq!(
+            sqs.counts(QUEUE).visible + sqs.counts(QUEUE).in_flight,
+            0,
+            "all deleted"
+        );
+        (log, stats)
+    }
+
+    fn check_order(log: &Log, groups: usize, per_group: usize) {
+        let log = log.lock().expect("log");
+        assert_eq!(log.len(), groups);
+        for (group, handled) in log.iter() {
+            let acked: Vec<usize> = handled
+                .iter()
+                .filter(|(_, _, _, outcome)| *outcome == Outcome::Ack)
+                .map(|(seq, ..)| *seq)
+                .collect();
+            assert_eq!(
+                acked,
+                (0..per_group).collect::<Vec<_>>(),
+                "group {group}: acked once each, in send order"
+            );
+            let mut handled = handled.clone();
+            handled.sort_by_key(|(_, start, ..)| *start);
+            for pair in handled.windows(2) {
+                assert!(
+                    pair[1].1 >= pair[0].2,
+                    "group {group}: {} started before {} ended",
+                    pair[1].0,
+                    pair[0].0
+                );
+            }
+            // Nothing of the group was handled out of order: each start is the message after
+            // the last one acked, or the same one again.
+            let mut next = 0;
+            for (seq, .., outcome) in &handled {
+                assert_eq!(
+                    *seq, next,
+                    "group {group}: {seq} handled while {next} was due"
+                );
+                if *outcome == Outcome::Ack {
+                    next += 1;
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_group_is_handled_one_message_at_a_time_in_order_while_workers_take_other_groups()
+    {
+        let (log, stats) = run(20, 30, 64, FifoOrder::Confirmed).await;
+        check_order(&log, 20, 30);
+        assert!(stats.retried.ok > 0 && stats.retried_after.ok > 0);
+        assert!(
+            stats.returned_for_order > 0,
+            "a retry returns the rest of its group"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn more_groups_than_workers_and_one_group_with_most_messages_keep_their_order() {
+        let (log, _) = run(40, 5, 8, FifoOrder::Confirmed).await;
+        check_order(&log, 40, 5);
+        let (log, _) = run(1, 120, 16, FifoOrder::Outcome).await;
+        check_order(&log, 1, 120);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_the_outcome_order_groups_keep_their_order_too() {
+        let (log, _) = run(10, 20, 32, FifoOrder::Outcome).await;
+        check_order(&log, 10, 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pull_consumer_hands_out_one_delivery_of_a_group_at_a_time() {
+        let sqs = InProcessSqs::new();
+        for seq in 0..3 {
+            send(&sqs, "a", seq);
+            send(&sqs, "b", seq);
+        }
+        let mut consumer = Engine::builder()
+            .api(sqs.clone())
+            .queue(QUEUE)
+            .receivers(1)
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        let first = consumer.recv().await.expect("a:0");
+        let second = consumer.recv().await.expect("b:0");
+        assert_eq!(parse(first.message()), ("a".to_owned(), 0));
+        assert_eq!(parse(second.message()), ("b".to_owned(), 0));
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), consumer.recv())
+                .await
+                .is_err(),
+            "nothing more until a group's turn passes"
+        );
+        first.settle(Outcome::Ack).await.expect("acked");
+        let next = consumer.recv().await.expect("a:1");
+        assert_eq!(parse(next.message()), ("a".to_owned(), 1));
+        // A retry of b:0 sends the rest of b back; b:0 comes first again.
+        second.settle(Outcome::Retry).await.expect("returned");
+        let again = consumer.recv().await.expect("b:0 again");
+        assert_eq!(parse(again.message()), ("b".to_owned(), 0));
+        assert_eq!(again.message().receive_count(), 2);
+        let handle = consumer.handle();
+        drop((next, again));
+        consumer.close().await;
+        handle.shutdown().await;
+    }
+}

@@ -1,0 +1,420 @@
+//! The settlement state of one queue: the coalescer's lanes, the heartbeat's schedule and the
+//! in-flight set, in one structure under one lock.
+//!
+//! Pure: no I/O, no clock (every method that needs the time takes `now`), no tasks. The driver
+//! (`settle::run`) asks it for the calls to make ([`poll`](SettleState::poll)), sends them, and
+//! feeds the answers back ([`finish`](SettleState::finish),
+//! [`extended`](SettleState::extended), [`failed`](SettleState::failed)). Handlers' settlements
+//! come in through [`settle`](SettleState::settle).
+//!
+//! A settlement and a due extension of the same message meet here and nowhere else: settling
+//! takes the delivery out of the schedule and takes its extension out of the visibility lane
+//! in the same step, and an extension already in a call keeps the message's receipt handle
+//! busy, so the settlement goes out after its answer. No extension can reach SQS after the
+//! settlement of its message.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::coalescer::{Batch, Coalescer, CoalescerConfig, Entry};
+use super::heartbeat::{HeartbeatConfig, Schedule};
+use super::visibility::VisibilityTarget;
+use crate::lane::Lane;
+
+/// What an entry is for. `S` is what a handler's settlement carries (who waits for the answer).
+#[derive(Debug)]
+pub(crate) enum Token<S> {
+    /// A handler's settlement.
+    Settle(S),
+    /// A heartbeat's extension of the delivery with this schedule key.
+    Extend {
+        key: u64,
+        message_id: Arc<str>,
+        /// It ends at the 12-hour window: the heartbeat stops after it.
+        last: bool,
+    },
+}
+
+/// A settlement refused because the queue's settlement has stopped; the entry is given back.
+#[derive(Debug)]
+pub(crate) struct Closed<S>(pub(crate) Entry<Token<S>>);
+
+/// The settlement state of one queue.
+#[derive(Debug)]
+pub(crate) struct SettleState<S> {
+    coalescer: Coalescer<Token<S>>,
+    /// The heartbeat's schedule; `None` when the heartbeat is off.
+    schedule: Option<Schedule>,
+    /// When the driver will look again on its own: set each time it polls, for as long as it
+    /// sleeps. Something due earlier must wake it.
+    armed: Option<Instant>,
+    /// Set once everything has been sent and answered after a drain: nothing more goes out.
+    closed: bool,
+}
+
+impl<S> SettleState<S> {
+    pub(crate) fn new(coalescer: CoalescerConfig, heartbeat: Option<HeartbeatConfig>) -> Self {
+        Self {
+            coalescer: Coalescer::new(coalescer),
+            schedule: heartbeat.map(Schedule::new),
+            armed: None,
+            closed: false,
+        }
+    }
+
+    /// Whether the driver must wake for something due at `at`.
+    fn wakes(&self, at: Instant) -> bool {
+        self.armed.is_none_or(|armed| at < armed)
+    }
+
+    /// Starts keeping a delivery invisible until `deadline` (nothing when the heartbeat is
+    /// off). Returns its key, and whether the driver must wake.
+    pub(crate) fn register(
+        &mut self,
+        receipt: Arc<str>,
+        message_id: Arc<str>,
+        deadline: Instant,
+        window_end: Instant,
+    ) -> (Option<u64>, bool) {
+        let Some(schedule) = &mut self.schedule else {
+            return (None, false);
+        };
+        let (key, due) = schedule.register(receipt, message_id, deadline, window_end);
+        (Some(key), self.wakes(due))
+    }
+
+    /// Stops keeping a delivery invisible: takes it out of the schedule, and its extension out
+    /// of the visibility lane if one waits there. Returns its deadline as last known.
+    pub(crate) fn forget(&mut self, key: u64) -> Option<Instant> {
+        let deadline = self.schedule.as_mut()?.deregister(key);
+        self.coalescer.remove_pending(
+            Lane::Visibility,
+            |entry| matches!(entry.token, Token::Extend { key: k, .. } if k == key),
+        );
+        deadline
+    }
+
+    /// A handler's settlement: forgets the delivery `key` (see [`forget`](Self::forget)) and
+    /// queues the entry `entry` makes of the delivery's deadline as last known on `lane`, in
+    /// one step. Returns whether the driver must wake; or the entry back once the settlement
+    /// has stopped.
+    pub(crate) fn settle(
+        &mut self,
+        key: Option<u64>,
+        lane: Lane,
+        entry: impl FnOnce(Option<Instant>) -> Entry<Token<S>>,
+    ) -> Result<bool, Closed<S>> {
+        let entry = entry(key.and_then(|key| self.forget(key)));
+        if self.closed {
+            return Err(Closed(entry));
+        }
+        Ok(self.coalescer.push(lane, entry))
+    }
+
+    /// The batch calls to make at `now`: first the heartbeat's due extensions join the
+    /// visibility lane (unless draining: a shutdown extends nothing more), then every batch the
+    /// coalescer lets go. Records when the driver will look next.
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<Batch<Token<S>>> {
+        if !self.coalescer.is_draining()
+            && let Some(schedule) = &mut self.schedule
+        {
+            let mut extensions = schedule.poll_due(now);
+            if !extensions.is_empty() {
+                // A visibility call goes out for these: fill its batch with extensions falling
+                // due soon, rather than send them a moment later in a call of their own.
+                let full = self.coalescer.max_batch();
+                let pending = self.coalescer.pending(Lane::Visibility) + extensions.len();
+                let room = (full - pending % full) % full;
+                extensions.extend(schedule.poll_early(now, room));
+            }
+            for extension in extensions {
+                self.coalescer.push(
+                    Lane::Visibility,
+                    Entry {
+                        receipt: extension.receipt,
+                        visibility: Some(VisibilityTarget {
+                            delay: extension.extension,
+                            window_end: extension.window_end,
+                        }),
+                        enqueued_at: now,
+                        token: Token::Extend {
+                            key: extension.key,
+                            message_id: extension.message_id,
+                            last: extension.last,
+                        },
+                    },
+                );
+            }
+        }
+        let mut batches = Vec::new();
+        while let Some(batch) = self.coalescer.poll_batch(now) {
+            batches.push(batch);
+        }
+        self.armed = self.next_deadline();
+        batches
+    }
+
+    /// When something falls due if nothing else happens: a lane's flush deadline or the next
+    /// extension.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let extension = if self.coalescer.is_draining() {
+            None
+        } else {
+            self.schedule.as_ref().and_then(Schedule::next_due)
+        };
+        match (self.coalescer.next_deadline(), extension) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A call of `lane` with these receipt handles was answered (or failed for good).
+    pub(crate) fn finish<'a>(
+        &mut self,
+        lane: Lane,
+        receipts: impl IntoIterator<Item = &'a Arc<str>>,
+    ) {
+        self.coalescer.finish(lane, receipts);
+    }
+
+    /// SQS applied an extension of `seconds` sent at `sent_at`. Returns whether the driver
+    /// must wake for the next one.
+    pub(crate) fn extended(
+        &mut self,
+        key: u64,
+        sent_at: Instant,
+        seconds: u32,
+        last: bool,
+    ) -> bool {
+        let next = self
+            .schedule
+            .as_mut()
+            .and_then(|schedule| schedule.extended(key, sent_at, seconds, last));
+        next.is_some_and(|due| self.wakes(due))
+    }
+
+    /// An extension failed for good. Returns whether the delivery was still tracked: when it
+    /// was settled meanwhile, its extension failing is of no consequence.
+    pub(crate) fn failed(&mut self, key: u64) -> bool {
+        self.schedule
+            .as_mut()
+            .is_some_and(|schedule| schedule.failed(key))
+    }
+
+    /// From now on every pending entry goes out at once, and no more extensions.
+    pub(crate) fn drain(&mut self) {
+        self.coalescer.drain();
+    }
+
+    /// Whether it is draining.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.coalescer.is_draining()
+    }
+
+    /// Draining, with nothing pending and nothing in flight: marks it closed, so later
+    /// settlements are refused at once. Returns whether it is.
+    pub(crate) fn close_if_done(&mut self) -> bool {
+        if self.coalescer.is_draining() && self.coalescer.is_idle() {
+            self.closed = true;
+        }
+        self.closed
+    }
+
+    /// Deliveries the heartbeat keeps invisible.
+    #[cfg(test)]
+    pub(crate) fn tracked(&self) -> usize {
+        self.schedule.as_ref().map_or(0, Schedule::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::settle::visibility::MAX_VISIBILITY;
+
+    const VT: Duration = Duration::from_secs(30);
+
+    fn state() -> SettleState<&'static str> {
+        SettleState::new(
+            CoalescerConfig {
+                max_batch: 10,
+                max_wait: Duration::from_millis(5),
+                max_in_flight: 4,
+            },
+            HeartbeatConfig::for_visibility(VT, None),
+        )
+    }
+
+    fn register(state: &mut SettleState<&'static str>, receipt: &str, at: Instant) -> u64 {
+        state
+            .register(
+                Arc::from(receipt),
+                Arc::from(receipt),
+                at + VT,
+                at + MAX_VISIBILITY,
+            )
+            .0
+            .expect("the heartbeat is on")
+    }
+
+    fn retry_after(receipt: &str, delay: Duration, at: Instant) -> Entry<Token<&'static str>> {
+        Entry {
+            receipt: Arc::from(receipt),
+            visibility: Some(VisibilityTarget {
+                delay,
+                window_end: at + MAX_VISIBILITY,
+            }),
+            enqueued_at: at,
+            token: Token::Settle("handler"),
+        }
+    }
+
+    /// What each batch asks for: `receipt=seconds` per entry, `+` marking an extension.
+    fn described(batches: &[Batch<Token<&'static str>>], now: Instant) -> Vec<Vec<String>> {
+        batches
+            .iter()
+            .map(|batch| {
+                batch
+                    .entries
+                    .iter()
+                    .map(|entry| {
+                        let seconds = entry.visibility.map_or(0, |t| t.seconds_at(now).0);
+                        let kind = match entry.token {
+                            Token::Extend { .. } => "+",
+                            Token::Settle(_) => "",
+                        };
+                        format!("{kind}{}={seconds}", entry.receipt)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_settlement_before_its_extension_goes_out_takes_the_extension_with_it() {
+        let start = Instant::now();
+        let mut s = state();
+        let key = register(&mut s, "r", start);
+        let other = register(&mut s, "o", start);
+        s.settle(Some(other), Lane::Visibility, |_| {
+            retry_after("o", Duration::ZERO, start)
+        })
+        .expect("open");
+        let o_call = s.poll(start);
+        assert_eq!(described(&o_call, start), vec![vec!["o=0"]]);
+        // r's extension falls due and waits on the lane behind o's call; then the handler
+        // settles r with a retry_after longer than the visibility timeout.
+        let due = start + Duration::from_secs(24);
+        assert!(s.poll(due).is_empty());
+        s.settle(Some(key), Lane::Visibility, |deadline| {
+            assert_eq!(deadline, Some(start + VT), "the deadline as last known");
+            retry_after("r", Duration::from_secs(100), due)
+        })
+        .expect("open");
+        let sent = s.poll(due + Duration::from_millis(10));
+        assert_eq!(
+            described(&sent, due),
+            vec![vec!["r=100"]],
+            "the extension of a settled message never goes out"
+        );
+        assert_eq!(s.tracked(), 0);
+    }
+
+    #[test]
+    fn an_extension_already_in_a_call_goes_out_before_the_settlement_of_its_message() {
+        let start = Instant::now();
+        let mut s = state();
+        let key = register(&mut s, "r", start);
+        let due = start + Duration::from_secs(24);
+        let extension = s.poll(due);
+        assert_eq!(described(&extension, due), vec![vec!["+r=30"]]);
+        s.settle(Some(key), Lane::Visibility, |_| {
+            retry_after("r", Duration::from_secs(100), due)
+        })
+        .expect("open");
+        assert!(
+            s.poll(due + Duration::from_secs(1)).is_empty(),
+            "nothing for r goes out before its extension's answer"
+        );
+        s.finish(
+            Lane::Visibility,
+            extension[0].entries.iter().map(|e| &e.receipt),
+        );
+        assert!(
+            !s.extended(key, due, 30, false),
+            "settled: no next extension"
+        );
+        let after = s.poll(due + Duration::from_secs(1));
+        assert_eq!(described(&after, due), vec![vec!["r=100"]]);
+    }
+
+    #[test]
+    fn extensions_stop_while_draining_and_a_drained_state_refuses_settlements() {
+        let start = Instant::now();
+        let mut s = state();
+        register(&mut s, "r", start);
+        assert_eq!(s.next_deadline(), Some(start + Duration::from_secs(24)));
+        s.drain();
+        assert_eq!(s.next_deadline(), None);
+        assert!(s.poll(start + Duration::from_secs(60)).is_empty());
+        assert!(s.close_if_done());
+        assert!(
+            s.settle(None, Lane::Delete, |_| retry_after(
+                "x",
+                Duration::ZERO,
+                start
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_registration_due_before_the_driver_looks_wakes_it_and_a_later_one_does_not() {
+        let start = Instant::now();
+        let mut s = state();
+        assert!(
+            s.register(
+                Arc::from("a"),
+                Arc::from("a"),
+                start + VT,
+                start + MAX_VISIBILITY
+            )
+            .1
+        );
+        s.poll(start);
+        assert_eq!(s.armed, Some(start + Duration::from_secs(24)));
+        let later = start + Duration::from_secs(5);
+        assert!(
+            !s.register(
+                Arc::from("b"),
+                Arc::from("b"),
+                later + VT,
+                later + MAX_VISIBILITY
+            )
+            .1
+        );
+        let sooner = start + Duration::from_secs(10);
+        assert!(
+            s.register(
+                Arc::from("c"),
+                Arc::from("c"),
+                sooner,
+                sooner + MAX_VISIBILITY
+            )
+            .1
+        );
+    }
+
+    #[test]
+    fn a_dropped_delivery_is_extended_no_more() {
+        let start = Instant::now();
+        let mut s = state();
+        let key = register(&mut s, "r", start);
+        assert_eq!(s.forget(key), Some(start + VT));
+        assert!(s.poll(start + Duration::from_secs(60)).is_empty());
+        assert_eq!(s.next_deadline(), None);
+    }
+}
