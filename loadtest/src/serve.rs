@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 
-use crate::server::EmbeddedSqs;
+use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
 
 /// Options of `loadtest serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -18,6 +18,19 @@ pub(crate) struct ServeArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
     addr: SocketAddr,
+
+    /// Latency added to every call: `none`, `sqs` (log-normal, median 10 ms, p99 50 ms), a
+    /// number of milliseconds (fixed), or `lognormal:MEDIAN,P99`.
+    #[arg(long, default_value = "none", conflicts_with = "latency_ms")]
+    latency: Latency,
+
+    /// A fixed latency added to every call, in milliseconds (the same as `--latency N`).
+    #[arg(long, value_name = "N")]
+    latency_ms: Option<f64>,
+
+    /// Seed of the latency draws: the same seed draws the same latencies.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    latency_seed: u64,
 }
 
 /// Runs `loadtest serve`: starts the server, prints its endpoint, and on Ctrl-C or SIGTERM
@@ -28,14 +41,20 @@ pub(crate) struct ServeArgs {
 /// When the address cannot be bound, or stdout cannot be written.
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let server = EmbeddedSqs::start(args.addr)?;
+    let latency = match args.latency_ms {
+        Some(ms) => format!("{ms}").parse().map_err(anyhow::Error::msg)?,
+        None => args.latency,
+    };
+    server.set_latency(latency, args.latency_seed);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{}", server.endpoint()).context("printing the endpoint")?;
     stdout.flush().context("printing the endpoint")?;
     drop(stdout);
     eprintln!(
         "embedded SQS server listening at {} (in memory; a benchmark target, not evidence \
-         of correctness); Ctrl-C or SIGTERM stops it",
-        server.endpoint()
+         of correctness), latency {}; Ctrl-C or SIGTERM stops it",
+        server.endpoint(),
+        server.latency()
     );
     stopped().await;
     let calls = server.call_counts();

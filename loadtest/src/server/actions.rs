@@ -137,6 +137,8 @@ pub(crate) struct Sqs {
     calls: [AtomicU64; Action::ALL.len()],
     /// The id of the last request answered.
     last_request_id: AtomicU64,
+    /// The latency added to every call.
+    pub(crate) delays: super::latency::Delays,
 }
 
 impl Sqs {
@@ -149,6 +151,7 @@ impl Sqs {
             stopping,
             calls: std::array::from_fn(|_| AtomicU64::new(0)),
             last_request_id: AtomicU64::new(0),
+            delays: super::latency::Delays::new(),
         }
     }
 

@@ -14,7 +14,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::time::sleep;
+use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -71,12 +71,25 @@ pub(crate) async fn serve(listener: TcpListener, sqs: Arc<Sqs>, stop: Cancellati
     }
 }
 
-/// Answers one request.
+/// Answers one request, after the latency drawn for it (see [`super::latency`]): half before
+/// the action, the rest after its answer is ready.
 async fn handle(
     sqs: Arc<Sqs>,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let (status, body, query_error) = match answer(&sqs, request).await {
+    let arrived = Instant::now();
+    let latency = sqs.delays.draw();
+    let inbound = latency / 2;
+    if !inbound.is_zero() {
+        sleep_until(arrived + inbound).await;
+    }
+    let answered = answer(&sqs, request).await;
+    if !latency.is_zero() {
+        // A call answered at once leaves `latency` after it arrived; a long poll that
+        // waited, the outbound half after its answer.
+        sleep_until((arrived + latency).max(Instant::now() + (latency - inbound))).await;
+    }
+    let (status, body, query_error) = match answered {
         Ok(body) => (StatusCode::OK, body, None),
         Err(error) => {
             debug!(%error, "answering with an error");

@@ -22,11 +22,19 @@
 //! one way: a receipt handle that is not the latest of its message (the message was
 //! received again since, or deleted) is refused with `ReceiptHandleIsInvalid`.
 //!
+//! Latency: by default it answers at once (loopback latency, a fraction of a millisecond a
+//! call). [`EmbeddedSqs::set_latency`] makes it hold every call for a fixed or drawn
+//! latency ([`Latency`], with an SQS-like distribution), so that a load test can run at the
+//! round trips SQS in a region has, without blocking the server: other calls proceed while
+//! one waits.
+//!
 //! Layout: `protocol` has the wire shapes and errors, `queue` one queue's state,
-//! `actions` what each action does, and `http` the HTTP server.
+//! `actions` what each action does, `latency` the latency added to each call, and `http`
+//! the HTTP server.
 
 mod actions;
 mod http;
+mod latency;
 mod protocol;
 mod queue;
 #[cfg(test)]
@@ -43,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use actions::Sqs;
+pub use latency::{DEFAULT_SEED, Latency};
 pub use queue::DeletedAges;
 
 /// A running embedded SQS server. Dropping it stops the server without waiting;
@@ -138,6 +147,18 @@ impl EmbeddedSqs {
     /// answered. `None` when the queue deleted none, or does not exist (any more).
     pub fn deleted_ages(&self, queue_url: &str) -> Option<DeletedAges> {
         self.sqs.deleted_ages(queue_url)
+    }
+
+    /// Sets the latency added to every call from now on (see [`Latency`]), and reseeds its
+    /// draws with `seed`: the same seed draws the same latencies, in the order the calls
+    /// arrive. Calls already waiting keep the latency they drew.
+    pub fn set_latency(&self, latency: Latency, seed: u64) {
+        self.sqs.delays.set(latency, seed);
+    }
+
+    /// The latency added to every call now.
+    pub fn latency(&self) -> Latency {
+        self.sqs.delays.latency()
     }
 
     /// Calls answered so far, by action name (errors included); actions never called are

@@ -766,3 +766,65 @@ async fn shutdown_ends_long_polls_at_once() {
     let output = answered.expect("the long poll is answered, empty");
     assert!(output.messages().is_empty());
 }
+
+#[tokio::test]
+async fn every_call_takes_the_latency_and_calls_wait_side_by_side() {
+    let (server, client) = start().await;
+    let url = create(&client, "latency", &[]).await;
+    server.set_latency(super::Latency::Fixed { ms: 200.0 }, 1);
+    // Ten calls at once on ten connections: each takes the latency, and together they take
+    // about as long as one.
+    let started = Instant::now();
+    let calls = (0..10).map(|n| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let call = Instant::now();
+            send(&client, &url, &format!("m{n}")).await;
+            call.elapsed()
+        }
+    });
+    let each = futures_join_all(calls).await;
+    let all = started.elapsed();
+    for one in &each {
+        assert!(*one >= Duration::from_millis(200), "{each:?}");
+    }
+    assert!(
+        all < Duration::from_millis(600),
+        "{all:?} for ten calls at once"
+    );
+    // A long poll waits for its message, then takes the latency on top.
+    server.set_latency(super::Latency::None, 1);
+    let got = receive(&client, &url, 10, 0, None).await;
+    assert_eq!(got.len(), 10);
+    server.set_latency(super::Latency::Fixed { ms: 100.0 }, 1);
+    let polling = Instant::now();
+    let poll = {
+        let client = client.clone();
+        let url = url.clone();
+        tokio::spawn(async move { receive(&client, &url, 1, 5, Some(30)).await.len() })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    send(&client, &url, "late").await;
+    assert_eq!(poll.await.expect("the poll ends"), 1);
+    let waited = polling.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400 + 100) && waited < Duration::from_millis(1500),
+        "{waited:?}"
+    );
+    server.shutdown().await.expect("the server stops");
+}
+
+/// Runs the futures side by side and answers their outputs, in order.
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for handle in handles {
+        outputs.push(handle.await.expect("the task ends"));
+    }
+    outputs
+}
