@@ -43,7 +43,7 @@ pub(crate) use self::scenario::{Scenario, ScenarioKind};
 use self::summary::Summary;
 pub(crate) use self::systems::System;
 use crate::fill::fill_queue;
-use crate::server::EmbeddedSqs;
+use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
 use crate::target::TargetArgs;
 
 /// LocalStack's address when started by `scripts/localstack.sh`.
@@ -51,6 +51,11 @@ const LOCALSTACK_ENDPOINT: &str = "http://127.0.0.1:4566";
 
 /// The workspace's scripts, as built.
 const LOCALSTACK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/localstack.sh");
+
+/// How many times the scenario's messages the raw ceiling runs at a latency: with a hundred
+/// loops or more in flight, the scenario's count would be gone in a few round trips, and its
+/// rate would be its ramp-up rather than what the target allows.
+pub(crate) const CEILING_MESSAGES_AT_LATENCY: u64 = 4;
 
 /// Where SQS is, for a comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -106,9 +111,39 @@ pub(crate) struct CompareArgs {
     pub(crate) receivers: usize,
 
     /// Receive-and-delete loops of the raw ceiling: enough calls in flight that the target,
-    /// not the loop, is the limit.
+    /// not the loop, is the limit (at loopback; see `--latency-ceiling-loops`).
     #[arg(long, default_value_t = 16)]
     pub(crate) ceiling_loops: usize,
+
+    /// Latencies the embedded server adds to every call, comma-separated: `none`
+    /// (loopback), `sqs` (log-normal, median 10 ms, p99 50 ms), a number of milliseconds
+    /// (fixed), `lognormal:MEDIAN,P99`. Every scenario runs at each. Default: every scenario
+    /// at loopback, and ack-only and io-5ms at `sqs` too.
+    #[arg(long, value_delimiter = ',', conflicts_with = "latency_ms")]
+    pub(crate) latency: Vec<Latency>,
+
+    /// A fixed latency added to every call, in milliseconds (the same as `--latency N`).
+    #[arg(long, value_name = "N")]
+    pub(crate) latency_ms: Option<f64>,
+
+    /// Seed of the latency draws; each run starts from it, so every system draws the same
+    /// latencies in the order its calls arrive.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub(crate) latency_seed: u64,
+
+    /// Receive-and-delete loops of the raw ceiling at a latency. At the SQS-like 12.7 ms a
+    /// call, one loop moves at most ten messages per two calls (about 390 a second), so it
+    /// takes a hundred loops or more for the target, not the loops, to be the limit: on a
+    /// 2-core machine 64 loops reached 19,000 msg/s, 128 loops 31,000, 256 loops 28,000 and
+    /// 512 loops 25,000 (20,000 messages each).
+    #[arg(long, default_value_t = 128)]
+    pub(crate) latency_ceiling_loops: usize,
+
+    /// Scale of the message counts at a latency, relative to `--scale` (the slowest systems
+    /// move some 600 messages a second there). The raw ceiling runs
+    /// [`CEILING_MESSAGES_AT_LATENCY`] times as many.
+    #[arg(long, default_value_t = 0.25)]
+    pub(crate) latency_scale: f64,
 
     /// Size of each message body, in bytes.
     #[arg(long, default_value_t = 200)]
@@ -140,6 +175,11 @@ impl Default for CompareArgs {
             workers: 64,
             receivers: 4,
             ceiling_loops: 16,
+            latency: Vec::new(),
+            latency_ms: None,
+            latency_seed: DEFAULT_SEED,
+            latency_ceiling_loops: 128,
+            latency_scale: 0.25,
             body_size: 200,
             timeout_secs: 300,
             json: None,
@@ -340,6 +380,13 @@ impl Target {
     fn is_embedded(&self) -> bool {
         matches!(self.calls, ServerCalls::Embedded(_))
     }
+
+    /// Sets the embedded server's latency (reseeding its draws); nothing elsewhere.
+    fn set_latency(&self, latency: Latency, seed: u64) {
+        if let ServerCalls::Embedded(server) = &self.calls {
+            server.set_latency(latency, seed);
+        }
+    }
 }
 
 /// One system's run in one scenario and repetition, as recorded.
@@ -347,6 +394,10 @@ impl Target {
 pub(crate) struct RunRecord {
     /// The scenario.
     pub(crate) scenario: ScenarioKind,
+    /// The latency the embedded server added to every call.
+    pub(crate) latency: Latency,
+    /// The raw ceiling's loops in this run (the ceiling only).
+    pub(crate) ceiling_loops: Option<usize>,
     /// The repetition, from 0.
     pub(crate) repetition: u32,
     /// The position of the system in this repetition's order, from 0.
@@ -369,8 +420,10 @@ pub(crate) struct Comparison {
     pub(crate) embedded: bool,
     /// Where server-side call counts come from.
     pub(crate) server_calls_source: &'static str,
-    /// The scenarios, as sized.
+    /// The scenarios, as sized, each at its latency.
     pub(crate) scenarios: Vec<Scenario>,
+    /// The seed of the latency draws.
+    pub(crate) latency_seed: u64,
     /// Handler invocations at once.
     pub(crate) workers: usize,
     /// Repetitions.
@@ -455,10 +508,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
     } else {
         args.systems.clone()
     };
-    let scenarios: Vec<Scenario> = kinds
-        .iter()
-        .map(|kind| Scenario::sized(*kind, scale, args.workers))
-        .collect();
+    let scenarios = plan(args, &kinds, scale, target.is_embedded())?;
     let target_args = TargetArgs {
         endpoint: target.endpoint.clone(),
         region: args.region.clone(),
@@ -490,16 +540,24 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     continue;
                 }
                 let queue = format!(
-                    "lt-{run_id}-{}-{}-{repetition}",
+                    "lt-{run_id}-{}-{}-{}-{repetition}",
                     scenario.kind.name(),
+                    scenario.latency.short(),
                     system.name()
                 );
                 let queue_url = create_queue(&client, &queue).await?;
+                let messages =
+                    if *system == System::Ceiling && !scenario.latency.is_none() && !scenario.light
+                    {
+                        scenario.messages * CEILING_MESSAGES_AT_LATENCY
+                    } else {
+                        scenario.messages
+                    };
                 if !scenario.light {
                     let filled = fill_queue(
                         client.clone(),
                         queue_url.clone(),
-                        scenario.messages,
+                        messages,
                         args.body_size,
                         16,
                     )
@@ -512,10 +570,10 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     endpoint: target.endpoint.clone(),
                     region: args.region.clone(),
                     queue_url: queue_url.clone(),
-                    messages: scenario.messages,
+                    messages,
                     workers: args.workers,
                     receivers: args.receivers,
-                    ceiling_loops: args.ceiling_loops,
+                    ceiling_loops: scenario.ceiling_loops,
                     behaviour: scenario.behaviour,
                     visibility_secs: scenario.visibility_secs,
                     light: scenario.light,
@@ -524,14 +582,17 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                 };
                 let mark = target.calls.mark();
                 let label = format!(
-                    "{:<10} {:<19} rep {}",
-                    scenario.kind.name(),
+                    "{:<14} {:<19} rep {}",
+                    scenario.label(),
                     system.name(),
                     repetition + 1
                 );
-                let result = tokio::task::spawn_blocking(move || run_child(&job, &label))
-                    .await
-                    .context("the child's runner panicked")??;
+                // The queue is made and filled at loopback; the system runs at the latency,
+                // every run drawing from the same seed.
+                target.set_latency(scenario.latency, args.latency_seed);
+                let result = tokio::task::spawn_blocking(move || run_child(&job, &label)).await;
+                target.set_latency(Latency::None, args.latency_seed);
+                let result = result.context("the child's runner panicked")??;
                 if !target.is_embedded() {
                     // LocalStack writes its log line after answering.
                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -543,6 +604,8 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                 }
                 runs.push(RunRecord {
                     scenario: scenario.kind,
+                    latency: scenario.latency,
+                    ceiling_loops: (*system == System::Ceiling).then_some(scenario.ceiling_loops),
                     repetition,
                     position,
                     result,
@@ -563,12 +626,64 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
         embedded,
         server_calls_source,
         scenarios,
+        latency_seed: args.latency_seed,
         workers: args.workers,
         repetitions: args.repetitions,
         runs,
         summary,
         plot: None,
     })
+}
+
+/// The scenarios of `kinds` to run, each at its latency and sized, in run order: as
+/// `--latency` (or `--latency-ms`) says, else every scenario at loopback and then ack-only and
+/// io-5ms at [`Latency::SQS`] (the latter on the embedded server only: the only target whose
+/// latency is set here).
+///
+/// # Errors
+///
+/// When a latency is asked for on another target than the embedded server.
+fn plan(
+    args: &CompareArgs,
+    kinds: &[ScenarioKind],
+    scale: f64,
+    embedded: bool,
+) -> Result<Vec<Scenario>> {
+    let asked: Vec<Latency> = match args.latency_ms {
+        Some(ms) => vec![format!("{ms}").parse().map_err(anyhow::Error::msg)?],
+        None => args.latency.clone(),
+    };
+    if !embedded && asked.iter().any(|latency| !latency.is_none()) {
+        bail!("--latency and --latency-ms need the embedded server (--target embedded)");
+    }
+    let cells: Vec<(ScenarioKind, Latency)> = if asked.is_empty() {
+        let mut cells: Vec<_> = kinds.iter().map(|kind| (*kind, Latency::None)).collect();
+        if embedded {
+            cells.extend(
+                kinds
+                    .iter()
+                    .filter(|kind| matches!(kind, ScenarioKind::AckOnly | ScenarioKind::Io5ms))
+                    .map(|kind| (*kind, Latency::SQS)),
+            );
+        }
+        cells
+    } else {
+        asked
+            .iter()
+            .flat_map(|latency| kinds.iter().map(|kind| (*kind, *latency)))
+            .collect()
+    };
+    Ok(cells
+        .into_iter()
+        .map(|(kind, latency)| {
+            if latency.is_none() {
+                Scenario::sized(kind, scale, args.workers).at(latency, args.ceiling_loops)
+            } else {
+                Scenario::sized(kind, scale * args.latency_scale, args.workers)
+                    .at(latency, args.latency_ceiling_loops)
+            }
+        })
+        .collect())
 }
 
 /// Creates a standard queue named `name` (default attributes) and returns its URL.

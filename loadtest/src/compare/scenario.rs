@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::behaviour::Behaviour;
+use crate::server::Latency;
 
 /// A scenario, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
@@ -63,6 +64,10 @@ pub(crate) struct Scenario {
     pub(crate) visibility_secs: Option<u64>,
     /// One message at a time instead of a queue filled up front.
     pub(crate) light: bool,
+    /// The latency the embedded server adds to every call during the runs.
+    pub(crate) latency: Latency,
+    /// Receive-and-delete loops of the raw ceiling.
+    pub(crate) ceiling_loops: usize,
 }
 
 impl Scenario {
@@ -106,6 +111,25 @@ impl Scenario {
             behaviour,
             visibility_secs,
             light,
+            latency: Latency::None,
+            ceiling_loops: 16,
+        }
+    }
+
+    /// This scenario at `latency`, with `ceiling_loops` loops for the raw ceiling.
+    pub(crate) fn at(mut self, latency: Latency, ceiling_loops: usize) -> Self {
+        self.latency = latency;
+        self.ceiling_loops = ceiling_loops;
+        self
+    }
+
+    /// The scenario's name, with its latency when there is one: `ack-only`,
+    /// `ack-only@sqs`.
+    pub(crate) fn label(&self) -> String {
+        if self.latency.is_none() {
+            self.kind.name().to_owned()
+        } else {
+            format!("{}@{}", self.kind.name(), self.latency.short())
         }
     }
 }

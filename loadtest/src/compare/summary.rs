@@ -11,6 +11,7 @@ use super::RunRecord;
 use super::probe::Percentiles;
 use super::scenario::{Scenario, ScenarioKind};
 use super::systems::System;
+use crate::server::Latency;
 
 /// Where a row's call counts come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,8 +49,12 @@ pub(crate) struct Ratios {
 pub(crate) struct Row {
     /// The scenario.
     pub(crate) scenario: ScenarioKind,
+    /// The latency the embedded server added to every call.
+    pub(crate) latency: Latency,
     /// The system.
     pub(crate) system: System,
+    /// The raw ceiling's receive-and-delete loops (the ceiling only).
+    pub(crate) ceiling_loops: Option<usize>,
     /// Runs aggregated.
     pub(crate) runs: usize,
     /// Whether every run finished its messages.
@@ -144,8 +149,13 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 }
 
 impl Row {
-    /// The row of `system` in `scenario`, from its runs (none: `None`).
-    fn of(scenario: ScenarioKind, system: System, runs: &[&RunRecord]) -> Option<Self> {
+    /// The row of `system` in `scenario` at `latency`, from its runs (none: `None`).
+    fn of(
+        scenario: ScenarioKind,
+        latency: Latency,
+        system: System,
+        runs: &[&RunRecord],
+    ) -> Option<Self> {
         if runs.is_empty() {
             return None;
         }
@@ -185,7 +195,9 @@ impl Row {
             .collect();
         Some(Self {
             scenario,
+            latency,
             system,
+            ceiling_loops: runs.iter().find_map(|r| r.ceiling_loops),
             runs: runs.len(),
             completed: runs.iter().all(|r| r.result.completed),
             messages,
@@ -270,9 +282,13 @@ impl Summary {
                 .filter_map(|system| {
                     let of_system: Vec<&RunRecord> = runs
                         .iter()
-                        .filter(|r| r.scenario == scenario.kind && r.result.system == *system)
+                        .filter(|r| {
+                            r.scenario == scenario.kind
+                                && r.latency == scenario.latency
+                                && r.result.system == *system
+                        })
                         .collect();
-                    Row::of(scenario.kind, *system, &of_system)
+                    Row::of(scenario.kind, scenario.latency, *system, &of_system)
                 })
                 .collect();
             let naive = scenario_rows
@@ -296,7 +312,9 @@ impl Summary {
         let goals = goals(&rows, embedded);
         let cpu_of = |system| {
             rows.iter()
-                .find(|r| r.scenario == ScenarioKind::AckOnly && r.system == system)
+                .find(|r| {
+                    r.scenario == ScenarioKind::AckOnly && r.latency.is_none() && r.system == system
+                })
                 .map(|r| r.cpu_secs_per_1000)
         };
         let ruststream_over_ceiling_cpu =
@@ -319,11 +337,23 @@ impl Summary {
         }
     }
 
-    /// The row of `system` in `scenario`, if it ran.
+    /// The row of `system` in `scenario` at loopback, if it ran.
     pub(crate) fn row(&self, scenario: ScenarioKind, system: System) -> Option<&Row> {
-        self.rows
-            .iter()
-            .find(|r| r.scenario == scenario && r.system == system)
+        self.row_at(scenario, Latency::None, system)
+    }
+
+    /// The row of `system` in `scenario` at `latency`, if it ran.
+    pub(crate) fn row_at(
+        &self,
+        scenario: ScenarioKind,
+        latency: Latency,
+        system: System,
+    ) -> Option<&Row> {
+        self.rows.iter().find(|r| {
+            r.scenario == scenario
+                && r.system == system
+                && (r.latency == latency || (r.latency.is_none() && latency.is_none()))
+        })
     }
 }
 
@@ -341,7 +371,7 @@ fn goal(name: &str, measured: Option<f64>, limit: f64, at_most: bool) -> Goal {
 fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
     let find = |scenario, system| {
         rows.iter()
-            .find(|r| r.scenario == scenario && r.system == system)
+            .find(|r| r.scenario == scenario && r.latency.is_none() && r.system == system)
     };
     let engine = find(ScenarioKind::AckOnly, System::SqsEngine);
     let ruststream = find(ScenarioKind::AckOnly, System::RuststreamSqsSns);
@@ -385,6 +415,23 @@ fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
     goals
 }
 
+/// A row's scenario with its latency: `ack-only`, `ack-only@sqs`.
+fn scenario_label(row: &Row) -> String {
+    if row.latency.is_none() {
+        row.scenario.name().to_owned()
+    } else {
+        format!("{}@{}", row.scenario.name(), row.latency.short())
+    }
+}
+
+/// A row's system, with the raw ceiling's loops: `ceiling x256`.
+fn system_label(row: &Row) -> String {
+    match row.ceiling_loops {
+        Some(loops) => format!("{} x{loops}", row.system.name()),
+        None => row.system.name().to_owned(),
+    }
+}
+
 /// A number with `digits` decimals, or `n/a`.
 fn num(value: Option<f64>, digits: usize) -> String {
     value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
@@ -400,7 +447,7 @@ impl fmt::Display for Summary {
         writeln!(f, "comparison on {}", self.target)?;
         writeln!(
             f,
-            "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20}",
+            "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20}",
             "scenario",
             "system",
             "msg/s",
@@ -442,9 +489,9 @@ impl fmt::Display for Summary {
             let rate_ratio = |ratio: Option<f64>| if light { "-".to_owned() } else { times(ratio) };
             writeln!(
                 f,
-                "{:<10} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20}{}",
-                row.scenario.name(),
-                row.system.name(),
+                "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20}{}",
+                scenario_label(row),
+                system_label(row),
                 rate,
                 rate_ratio(row.vs_naive.messages_per_sec),
                 rate_ratio(row.vs_ceiling.messages_per_sec),
@@ -462,8 +509,25 @@ impl fmt::Display for Summary {
         writeln!(
             f,
             "* counted by the server (the system cannot count its calls). x: ratio to the naive \
-             loop / raw ceiling of the same scenario in this run; more ratios in the JSON."
+             loop / raw ceiling of the same scenario and latency in this run; more ratios in the \
+             JSON. ceiling xN: its receive-and-delete loops."
         )?;
+        let latencies: Vec<Latency> = self.rows.iter().fold(Vec::new(), |mut all, row| {
+            if !row.latency.is_none() && !all.contains(&row.latency) {
+                all.push(row.latency);
+            }
+            all
+        });
+        for latency in latencies {
+            writeln!(
+                f,
+                "@{}: the embedded server added {} to every call (mean {:.1} ms), as a region's \
+                 SQS takes; the other rows are at loopback.",
+                latency.short(),
+                latency.label(),
+                latency.mean_ms()
+            )?;
+        }
         writeln!(
             f,
             "settle: handler return to SQS's answer (the two RustStream brokers: to the \

@@ -118,15 +118,18 @@ impl Latency {
         }
     }
 
-    /// A shorter label, for narrow columns: `loopback`, `10ms`, `sqs`, `ln10/50`.
+    /// A shorter label, for narrow columns and queue names: `loopback`, `10ms`, `sqs`,
+    /// `ln10-50` (letters, digits, `-` and `_` only).
     pub fn short(&self) -> String {
         match *self {
             _ if self.is_none() => "loopback".to_owned(),
-            Self::Fixed { ms } => format!("{}ms", trim(ms)),
+            Self::Fixed { ms } => format!("{}ms", trim(ms).replace('.', "_")),
             Self::LogNormal { .. } if *self == Self::SQS => "sqs".to_owned(),
-            Self::LogNormal { median_ms, p99_ms } => {
-                format!("ln{}/{}", trim(median_ms), trim(p99_ms))
-            }
+            Self::LogNormal { median_ms, p99_ms } => format!(
+                "ln{}-{}",
+                trim(median_ms).replace('.', "_"),
+                trim(p99_ms).replace('.', "_")
+            ),
             Self::None => "loopback".to_owned(),
         }
     }
