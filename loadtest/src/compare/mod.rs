@@ -3,6 +3,11 @@
 //! measures itself; every figure is also given as a ratio against the naive loop and the raw
 //! ceiling measured in the same run.
 //!
+//! Latency: on the embedded server, each scenario runs at one or more latencies added to
+//! every call ([`crate::server::Latency`]): by default every scenario at loopback, and
+//! ack-only and io-5ms at the SQS-like distribution too (see [`plan`]); the rows, runs and
+//! plot carry the latency, and the ratios compare systems at the same latency.
+//!
 //! Latencies: `settle` is handler return to SQS's answer for the settlement, measured in the
 //! child; `send>handler` is the send time (written in the body) to handler start, measured in
 //! the child; `send>settled` is the embedded server's own `SendMessage` to its answer to the
@@ -636,9 +641,9 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
 }
 
 /// The scenarios of `kinds` to run, each at its latency and sized, in run order: as
-/// `--latency` (or `--latency-ms`) says, else every scenario at loopback and then ack-only and
-/// io-5ms at [`Latency::SQS`] (the latter on the embedded server only: the only target whose
-/// latency is set here).
+/// `--latency` (or `--latency-ms`) says, else every scenario at loopback, and ack-only and
+/// io-5ms also at [`Latency::SQS`] right after (on the embedded server only: the only target
+/// whose latency is set here).
 ///
 /// # Errors
 ///
@@ -657,16 +662,17 @@ fn plan(
         bail!("--latency and --latency-ms need the embedded server (--target embedded)");
     }
     let cells: Vec<(ScenarioKind, Latency)> = if asked.is_empty() {
-        let mut cells: Vec<_> = kinds.iter().map(|kind| (*kind, Latency::None)).collect();
-        if embedded {
-            cells.extend(
-                kinds
-                    .iter()
-                    .filter(|kind| matches!(kind, ScenarioKind::AckOnly | ScenarioKind::Io5ms))
-                    .map(|kind| (*kind, Latency::SQS)),
-            );
-        }
-        cells
+        // Each scenario at a latency right after itself at loopback, so that the two sit
+        // side by side in the table and the plot.
+        kinds
+            .iter()
+            .flat_map(|kind| {
+                let at_latency =
+                    embedded && matches!(kind, ScenarioKind::AckOnly | ScenarioKind::Io5ms);
+                std::iter::once((*kind, Latency::None))
+                    .chain(at_latency.then_some((*kind, Latency::SQS)))
+            })
+            .collect()
     } else {
         asked
             .iter()

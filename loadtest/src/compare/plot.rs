@@ -1,19 +1,38 @@
-//! The comparison's plot, as a self-contained SVG: per scenario, throughput over time of
-//! each system (first repetition), and its latency percentiles.
+//! The comparison's plot, as a self-contained SVG written by hand (no fonts, no crates:
+//! the viewer lays the text out): one legend; for each scenario run at more than one
+//! latency, messages/s against the latency added per call, per system (log scale); then per
+//! scenario and latency, messages/s over time of each system (first repetition) on an axis
+//! fitted to the systems compared, the raw ceiling drawn as its mean (a dashed reference
+//! line, or a note when it is off that scale), and the latency percentiles of each system
+//! (log scale). Every axis has ticks, a grid and its unit, and every line is clipped to its
+//! frame.
 
 use std::fmt::Write as _;
 
 use super::Comparison;
+use super::summary::Row;
 use super::systems::System;
+use crate::server::Latency;
 
-/// Width of one panel.
-const PANEL_W: f64 = 520.0;
-/// Height of one panel.
-const PANEL_H: f64 = 220.0;
-/// Margin around a panel's plot area.
-const MARGIN: f64 = 50.0;
+/// Width of the whole plot.
+const WIDTH: f64 = 1120.0;
+/// Width of one panel, frame and labels.
+const PANEL_W: f64 = 560.0;
+/// Height of one panel, frame and labels.
+const PANEL_H: f64 = 250.0;
+/// Left margin of a panel's frame (tick labels and the axis title).
+const LEFT: f64 = 62.0;
+/// Right margin of a panel's frame.
+const RIGHT: f64 = 28.0;
+/// Top margin of a panel's frame (its title).
+const TOP: f64 = 26.0;
+/// Bottom margin of a panel's frame (tick labels and the axis title).
+const BOTTOM: f64 = 40.0;
 /// The shortest window a throughput point covers, in seconds.
 const WINDOW: f64 = 0.1;
+/// The ceiling is drawn on the systems' scale when its mean is at most this many times
+/// their highest point; above, it is a note.
+const CEILING_ON_SCALE: f64 = 2.5;
 
 /// The colour of a system.
 fn colour(system: System) -> &'static str {
@@ -67,193 +86,632 @@ fn esc(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// A step of 1, 2 or 5 times a power of ten that cuts `0..=max` into about `ticks` parts.
+fn nice_step(max: f64, ticks: f64) -> f64 {
+    let raw = (max / ticks).max(f64::MIN_POSITIVE);
+    let power = 10_f64.powf(raw.log10().floor());
+    let fraction = raw / power;
+    let nice = if fraction <= 1.0 {
+        1.0
+    } else if fraction <= 2.0 {
+        2.0
+    } else if fraction <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * power
+}
+
+/// The axis `0..=top` with its tick step: `top` is `max` rounded up to a whole step.
+fn linear_axis(max: f64, ticks: f64) -> (f64, f64) {
+    let step = nice_step(max.max(1e-9), ticks);
+    let top = (max / step).ceil().max(1.0) * step;
+    (top, step)
+}
+
+/// A number for a tick label: `0`, `0.5`, `750`, `1.5k`, `40k`.
+fn tick_label(value: f64) -> String {
+    let abs = value.abs();
+    if abs >= 1000.0 {
+        let k = value / 1000.0;
+        if (k - k.round()).abs() < 1e-9 {
+            format!("{k:.0}k")
+        } else {
+            format!("{k:.1}k")
+        }
+    } else if (value - value.round()).abs() < 1e-9 {
+        format!("{value:.0}")
+    } else if abs >= 0.1 {
+        format!("{value:.1}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// A rate as text: `41,200`.
+fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The frame of a panel whose top left corner is at `(x, y)`: left, top, width, height.
+fn frame(x: f64, y: f64) -> (f64, f64, f64, f64) {
+    (
+        x + LEFT,
+        y + TOP,
+        PANEL_W - LEFT - RIGHT,
+        PANEL_H - TOP - BOTTOM,
+    )
+}
+
+/// Draws a panel's title, frame and clip path (named `id`).
+fn panel(out: &mut String, id: &str, title: &str, (fx, fy, fw, fh): (f64, f64, f64, f64)) {
+    let _ = writeln!(
+        out,
+        r#"<text x="{fx}" y="{}" font-weight="bold">{}</text>"#,
+        fy - 9.0,
+        esc(title)
+    );
+    let _ = writeln!(
+        out,
+        r#"<clipPath id="{id}"><rect x="{fx}" y="{fy}" width="{fw}" height="{fh}"/></clipPath>"#
+    );
+    let _ = writeln!(
+        out,
+        r##"<rect x="{fx}" y="{fy}" width="{fw}" height="{fh}" fill="none" stroke="#888"/>"##
+    );
+}
+
+/// A horizontal grid line and its tick label at height `y` of the frame.
+fn y_tick(out: &mut String, (fx, _, fw, _): (f64, f64, f64, f64), y: f64, label: &str) {
+    let _ = writeln!(
+        out,
+        r##"<line x1="{fx}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e4e4e4"/><line x1="{:.1}" y1="{y:.1}" x2="{fx}" y2="{y:.1}" stroke="#888"/><text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"##,
+        fx + fw,
+        fx - 4.0,
+        fx - 6.0,
+        y + 4.0
+    );
+}
+
+/// A vertical grid line and its tick label at `x` of the frame.
+fn x_tick(out: &mut String, (_, fy, _, fh): (f64, f64, f64, f64), x: f64, label: &str) {
+    let _ = writeln!(
+        out,
+        r##"<line x1="{x:.1}" y1="{fy}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#888"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"##,
+        fy + fh,
+        fy + fh,
+        fy + fh + 4.0,
+        fy + fh + 16.0
+    );
+}
+
+/// The axis titles of a frame.
+fn axis_titles(out: &mut String, (fx, fy, fw, fh): (f64, f64, f64, f64), x: &str, y: &str) {
+    let _ = writeln!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+        fx + fw / 2.0,
+        fy + fh + 32.0,
+        esc(x)
+    );
+    let (yx, yy) = (fx - 48.0, fy + fh / 2.0);
+    let _ = writeln!(
+        out,
+        r##"<text x="{yx:.1}" y="{yy:.1}" text-anchor="middle" fill="#444" transform="rotate(-90 {yx:.1} {yy:.1})">{}</text>"##,
+        esc(y)
+    );
+}
+
+/// Decades `10^lo..=10^hi` covering `min..=max` (both above zero).
+fn decades(min: f64, max: f64) -> (i32, i32) {
+    let lo = min.max(1e-6).log10().floor() as i32;
+    let hi = (max.max(1e-6).log10().ceil() as i32).max(lo + 1);
+    (lo, hi)
+}
+
+/// The label of `10^exponent`: `0.01`, `1`, `10k`.
+fn decade_label(exponent: i32) -> String {
+    tick_label(10_f64.powi(exponent))
+}
+
 /// The plot of `comparison`.
 pub(crate) fn svg(comparison: &Comparison) -> String {
     let scenarios = &comparison.scenarios;
-    let width = 2.0 * PANEL_W;
-    let height = 40.0 + PANEL_H * scenarios.len() as f64;
+    let systems: Vec<System> = System::ALL
+        .into_iter()
+        .filter(|system| comparison.runs.iter().any(|r| r.result.system == *system))
+        .collect();
+    // Scenarios run at more than one latency get a panel of messages/s against latency.
+    let mut swept = Vec::new();
+    for scenario in scenarios {
+        let latencies = scenarios.iter().filter(|s| s.kind == scenario.kind).count();
+        if latencies > 1 && !scenario.light && !swept.contains(&scenario.kind) {
+            swept.push(scenario.kind);
+        }
+    }
+    let sweep_rows = swept.len().div_ceil(2);
+    let header = 64.0;
+    let height = header + PANEL_H * (sweep_rows + scenarios.len()) as f64;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">"#
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         out,
-        r#"<text x="10" y="20" font-size="14">sqs-engine load-test comparison on {} (throughput: first repetition; latency: mean of repetitions)</text>"#,
-        esc(&comparison.target)
+        r#"<text x="12" y="20" font-size="14" font-weight="bold">sqs-engine load-test comparison on {} ({} repetition(s); over time: the first; figures: means of all)</text>"#,
+        esc(&comparison.target),
+        comparison.repetitions
     );
-    let mut legend_x = 10.0;
-    for system in System::ALL {
+    // The one legend: a line per system, and the three latency bars.
+    let mut x = 12.0;
+    for system in &systems {
+        let dash = if *system == System::Ceiling {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            r#"<rect x="{legend_x}" y="28" width="10" height="6" fill="{}"/><text x="{}" y="35">{}</text>"#,
-            colour(system),
-            legend_x + 14.0,
+            r#"<line x1="{x}" y1="38" x2="{}" y2="38" stroke="{}" stroke-width="3"{dash}/><text x="{}" y="42">{}</text>"#,
+            x + 22.0,
+            colour(*system),
+            x + 27.0,
             system.name()
         );
-        legend_x += 140.0;
+        x += 40.0 + 6.5 * system.name().len() as f64;
+    }
+    x += 16.0;
+    for (name, opacity) in LATENCY_BARS {
+        let _ = writeln!(
+            out,
+            r##"<rect x="{x}" y="33" width="16" height="10" fill="#555" fill-opacity="{opacity}"/><text x="{}" y="42">{name}</text>"##,
+            x + 20.0
+        );
+        x += 30.0 + 6.0 * name.len() as f64;
+    }
+    let _ = writeln!(
+        out,
+        r##"<text x="12" y="58" fill="#444">{}</text>"##,
+        esc(&latency_note(comparison))
+    );
+    for (index, kind) in swept.iter().enumerate() {
+        let x = PANEL_W * (index % 2) as f64;
+        let y = header + PANEL_H * (index / 2) as f64;
+        sweep_panel(&mut out, comparison, *kind, &systems, (x, y));
     }
     for (index, scenario) in scenarios.iter().enumerate() {
-        let top = 40.0 + PANEL_H * index as f64;
-        // Throughput panel.
-        let runs: Vec<_> = comparison
-            .runs
-            .iter()
-            .filter(|r| r.scenario == scenario.kind && r.repetition == 0)
-            .collect();
-        let series: Vec<(System, Vec<(f64, f64)>)> = runs
-            .iter()
-            .map(|r| (r.result.system, rates(&r.result.timeline)))
-            .collect();
-        let max_t = series
-            .iter()
-            .flat_map(|(_, points)| points.iter().map(|p| p.0))
-            .fold(0.1, f64::max);
-        let max_r = series
-            .iter()
-            .flat_map(|(_, points)| points.iter().map(|p| p.1))
-            .fold(1.0, f64::max);
-        let (x0, y0) = (MARGIN, top + 20.0);
-        let (w, h) = (PANEL_W - 1.5 * MARGIN, PANEL_H - MARGIN - 10.0);
-        let _ = writeln!(
-            out,
-            r#"<text x="{x0}" y="{}" font-weight="bold">{}: messages/s over time (s)</text>"#,
-            y0 - 6.0,
-            scenario.kind.name()
-        );
-        let _ = writeln!(
-            out,
-            r##"<rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>"##
-        );
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="end">{max_r:.0}</text>"#,
-            x0 - 3.0,
-            y0 + 10.0
-        );
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="end">0</text>"#,
-            x0 - 3.0,
-            y0 + h
-        );
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="end">{max_t:.1} s</text>"#,
-            x0 + w,
-            y0 + h + 12.0
-        );
-        if scenario.light {
-            let _ = writeln!(
-                out,
-                r#"<text x="{}" y="{}">one message at a time: the rate is the harness's cycle, not a throughput</text>"#,
-                x0 + 10.0,
-                y0 + h / 2.0
-            );
-        }
-        for (system, points) in series.iter().filter(|_| !scenario.light) {
-            let path: Vec<String> = points
-                .iter()
-                .map(|(t, r)| format!("{:.1},{:.1}", x0 + t / max_t * w, y0 + h - r / max_r * h))
-                .collect();
-            if !path.is_empty() {
-                let _ = writeln!(
-                    out,
-                    r#"<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>"#,
-                    colour(*system),
-                    path.join(" ")
-                );
-            }
-        }
-        // Latency panel: settlement p50, p99 and send-to-handler-start p99, per system.
-        let x0 = PANEL_W + MARGIN;
-        let _ = writeln!(
-            out,
-            r#"<text x="{x0}" y="{}" font-weight="bold">{}: settlement p50 / p99, send-to-handler p99 (ms, log scale)</text>"#,
-            y0 - 6.0,
-            scenario.kind.name()
-        );
-        let _ = writeln!(
-            out,
-            r##"<rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>"##
-        );
-        let rows: Vec<_> = comparison
-            .summary
-            .rows
-            .iter()
-            .filter(|r| r.scenario == scenario.kind)
-            .collect();
-        let values: Vec<f64> = rows
-            .iter()
-            .flat_map(|r| {
-                [
-                    r.settlement.map(|p| p.p50_ms),
-                    r.settlement.map(|p| p.p99_ms),
-                    r.e2e.map(|p| p.p99_ms),
-                ]
-            })
-            .flatten()
-            .collect();
-        let top_ms = values.iter().copied().fold(1.0, f64::max);
-        // Room above the tallest bar for its label.
-        let log_top = (top_ms * 1000.0).log10().max(1.0) * 1.1;
-        let bar_h = |ms: f64| ((ms * 1000.0).max(1.0).log10() / log_top * h).max(1.0);
-        let group_w = w / rows.len().max(1) as f64;
-        for (at, row) in rows.iter().enumerate() {
-            let gx = x0 + group_w * at as f64 + 4.0;
-            let bw = (group_w - 8.0) / 3.0;
-            let bars = [
-                (row.settlement.map(|p| p.p50_ms), "0.45"),
-                (row.settlement.map(|p| p.p99_ms), "0.8"),
-                (row.e2e.map(|p| p.p99_ms), "0.25"),
-            ];
-            for (k, (value, opacity)) in bars.iter().enumerate() {
-                let bx = gx + bw * k as f64;
-                match value {
-                    Some(ms) => {
-                        let bh = bar_h(*ms);
-                        let _ = writeln!(
-                            out,
-                            r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}" fill-opacity="{opacity}"><title>{ms:.3} ms</title></rect><text x="{:.1}" y="{:.1}" font-size="9" text-anchor="middle">{}</text>"#,
-                            y0 + h - bh,
-                            bw - 1.0,
-                            colour(row.system),
-                            bx + bw / 2.0,
-                            y0 + h - bh - 2.0,
-                            if *ms >= 10.0 {
-                                format!("{ms:.0}")
-                            } else {
-                                format!("{ms:.2}")
-                            }
-                        );
-                    }
-                    None => {
-                        let _ = writeln!(
-                            out,
-                            r#"<text x="{:.1}" y="{:.1}" font-size="9" text-anchor="middle">n/a</text>"#,
-                            bx + bw / 2.0,
-                            y0 + h - 2.0
-                        );
-                    }
-                }
-            }
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{}</text>"#,
-                gx + (group_w - 8.0) / 2.0,
-                y0 + h + 12.0,
-                row.system.name()
-            );
-        }
+        let y = header + PANEL_H * (sweep_rows + index) as f64;
+        over_time_panel(&mut out, comparison, scenario, index, y);
+        latency_panel(&mut out, comparison, scenario, index, y);
     }
     out.push_str("</svg>\n");
     out
 }
 
+/// The three latency bars of each system, with their opacity.
+const LATENCY_BARS: [(&str, &str); 3] = [
+    ("settle p50", "0.4"),
+    ("settle p99", "0.85"),
+    ("send>handler p99", "0.2"),
+];
+
+/// What the latencies of the plot are, as one line.
+fn latency_note(comparison: &Comparison) -> String {
+    let mut seen: Vec<Latency> = Vec::new();
+    for scenario in &comparison.scenarios {
+        if !scenario.latency.is_none() && !seen.contains(&scenario.latency) {
+            seen.push(scenario.latency);
+        }
+    }
+    if seen.is_empty() {
+        return "every call at loopback latency (the embedded server answers at once)".to_owned();
+    }
+    let parts: Vec<String> = seen
+        .iter()
+        .map(|latency| {
+            format!(
+                "@{}: {} added to every call (mean {:.1} ms)",
+                latency.short(),
+                latency.label(),
+                latency.mean_ms()
+            )
+        })
+        .collect();
+    format!(
+        "{}; the rest at loopback; seed {}",
+        parts.join("; "),
+        comparison.latency_seed
+    )
+}
+
+/// The rows of `scenario`'s kind at its latency.
+fn rows_of<'a>(comparison: &'a Comparison, scenario: &super::Scenario) -> Vec<&'a Row> {
+    comparison
+        .summary
+        .rows
+        .iter()
+        .filter(|r| r.scenario == scenario.kind && r.latency == scenario.latency)
+        .collect()
+}
+
+/// Messages/s against the latency added per call (mean), per system, log scale.
+fn sweep_panel(
+    out: &mut String,
+    comparison: &Comparison,
+    kind: super::ScenarioKind,
+    systems: &[System],
+    (x, y): (f64, f64),
+) {
+    let rows: Vec<&Row> = comparison
+        .summary
+        .rows
+        .iter()
+        .filter(|r| r.scenario == kind && r.messages_per_sec > 0.0)
+        .collect();
+    let f = frame(x, y);
+    let (fx, fy, fw, fh) = f;
+    panel(
+        out,
+        &format!("sweep-{}", kind.name()),
+        &format!(
+            "{}: messages/s against the latency added per call",
+            kind.name()
+        ),
+        f,
+    );
+    let max_ms = rows.iter().map(|r| r.latency.mean_ms()).fold(0.0, f64::max);
+    // Room right of the last points for their values.
+    let (x_top, x_step) = linear_axis(max_ms.max(1.0) * 1.25, 5.0);
+    let min_rate = rows
+        .iter()
+        .map(|r| r.messages_per_sec)
+        .fold(f64::MAX, f64::min);
+    let max_rate = rows.iter().map(|r| r.messages_per_sec).fold(1.0, f64::max);
+    let (lo, hi) = decades(min_rate.min(max_rate), max_rate);
+    let px = |ms: f64| fx + ms / x_top * fw;
+    let py = |rate: f64| {
+        let at = (rate.max(1e-6).log10() - f64::from(lo)) / f64::from(hi - lo);
+        fy + fh - at.clamp(0.0, 1.0) * fh
+    };
+    for exponent in lo..=hi {
+        y_tick(out, f, py(10_f64.powi(exponent)), &decade_label(exponent));
+        if exponent < hi {
+            for minor in [2.0, 5.0] {
+                let yy = py(minor * 10_f64.powi(exponent));
+                let _ = writeln!(
+                    out,
+                    r##"<line x1="{fx}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#f2f2f2"/>"##,
+                    fx + fw
+                );
+            }
+        }
+    }
+    let mut tick = 0.0;
+    while tick <= x_top + 1e-9 {
+        x_tick(out, f, px(tick), &tick_label(tick));
+        tick += x_step;
+    }
+    axis_titles(
+        out,
+        f,
+        "latency added per call, mean (ms; 0: loopback)",
+        "messages/s (log scale)",
+    );
+    // The value of each system at the highest latency, right of its point, moved apart so
+    // that no two overlap.
+    let mut labels: Vec<(f64, f64, System, f64)> = Vec::new();
+    for system in systems {
+        let mut points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.system == *system)
+            .map(|r| (r.latency.mean_ms(), r.messages_per_sec))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if points.is_empty() {
+            continue;
+        }
+        let dash = if *system == System::Ceiling {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
+        let path: Vec<String> = points
+            .iter()
+            .map(|(ms, rate)| format!("{:.1},{:.1}", px(*ms), py(*rate)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{}" stroke-width="2"{dash} points="{}" clip-path="url(#sweep-{})"/>"#,
+            colour(*system),
+            path.join(" "),
+            kind.name()
+        );
+        for (ms, rate) in &points {
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{}"><title>{}: {} msg/s at {ms:.1} ms</title></circle>"#,
+                px(*ms),
+                py(*rate),
+                colour(*system),
+                system.name(),
+                thousands(*rate)
+            );
+        }
+        if let Some((ms, rate)) = points.last().filter(|(ms, _)| *ms > 0.0) {
+            labels.push((px(*ms) + 7.0, py(*rate) + 4.0, *system, *rate));
+        }
+    }
+    labels.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut last_y = f64::MIN;
+    for (lx, ly, system, rate) in labels {
+        let ly = ly.max(last_y + 11.0);
+        last_y = ly;
+        let _ = writeln!(
+            out,
+            r#"<text x="{lx:.1}" y="{ly:.1}" font-size="10" fill="{}">{}</text>"#,
+            colour(system),
+            thousands(rate)
+        );
+    }
+}
+
+/// Messages/s over time of each system in `scenario` (first repetition), on an axis fitted
+/// to the systems; the raw ceiling as its mean.
+fn over_time_panel(
+    out: &mut String,
+    comparison: &Comparison,
+    scenario: &super::Scenario,
+    index: usize,
+    y: f64,
+) {
+    let f = frame(0.0, y);
+    let (fx, fy, fw, fh) = f;
+    let id = format!("time-{index}");
+    panel(
+        out,
+        &id,
+        &format!("{}: messages/s over time", scenario.label()),
+        f,
+    );
+    let series: Vec<(System, Vec<(f64, f64)>)> = comparison
+        .runs
+        .iter()
+        .filter(|r| {
+            r.scenario == scenario.kind && r.latency == scenario.latency && r.repetition == 0
+        })
+        .map(|r| (r.result.system, rates(&r.result.timeline)))
+        .collect();
+    let ceiling = rows_of(comparison, scenario)
+        .into_iter()
+        .find(|r| r.system == System::Ceiling)
+        .map(|r| (r.messages_per_sec, r.ceiling_loops));
+    let others_max = series
+        .iter()
+        .filter(|(system, _)| *system != System::Ceiling)
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    let ceiling_on_scale =
+        ceiling.is_some_and(|(rate, _)| others_max <= 0.0 || rate <= CEILING_ON_SCALE * others_max);
+    let scale_max = match ceiling {
+        Some((rate, _)) if ceiling_on_scale => others_max.max(rate),
+        _ => others_max,
+    }
+    .max(1.0);
+    let (y_top, y_step) = linear_axis(scale_max * 1.05, 5.0);
+    let t_max = series
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.0))
+        .fold(0.1, f64::max);
+    let (x_top, x_step) = linear_axis(t_max, 8.0);
+    let px = |t: f64| fx + t / x_top * fw;
+    let py = |rate: f64| fy + fh - (rate / y_top).clamp(0.0, 1.0) * fh;
+    if scenario.light {
+        let _ = writeln!(
+            out,
+            r##"<text x="{:.1}" y="{:.1}" fill="#444">one message at a time: its rate is the harness's cycle, not a throughput</text>"##,
+            fx + 12.0,
+            fy + fh / 2.0
+        );
+        return;
+    }
+    let mut tick = 0.0;
+    while tick <= y_top + 1e-9 {
+        y_tick(out, f, py(tick), &tick_label(tick));
+        tick += y_step;
+    }
+    let mut tick = 0.0;
+    while tick <= x_top + 1e-9 {
+        x_tick(out, f, px(tick), &tick_label(tick));
+        tick += x_step;
+    }
+    axis_titles(out, f, "time since the system started (s)", "messages/s");
+    for (system, points) in &series {
+        if *system == System::Ceiling || points.is_empty() {
+            continue;
+        }
+        let path: Vec<String> = points
+            .iter()
+            .map(|(t, r)| format!("{:.1},{:.1}", px(*t), py(*r)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{}" stroke-width="1.6" points="{}" clip-path="url(#{id})"/>"#,
+            colour(*system),
+            path.join(" ")
+        );
+        // A run shorter than two windows has one point: a dot, so that it still shows.
+        if let [(t, rate)] = points.as_slice() {
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{}"/>"#,
+                px(*t),
+                py(*rate),
+                colour(*system)
+            );
+        }
+    }
+    if let Some((rate, loops)) = ceiling {
+        let loops = loops.map_or_else(String::new, |n| format!(" x{n}"));
+        if ceiling_on_scale {
+            let yy = py(rate);
+            let _ = writeln!(
+                out,
+                r#"<line x1="{fx}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="{}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="{}">ceiling{loops}: {} msg/s (mean)</text>"#,
+                fx + fw,
+                colour(System::Ceiling),
+                fx + fw - 4.0,
+                (yy - 4.0).max(fy + 11.0),
+                colour(System::Ceiling),
+                thousands(rate)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="{}">&#8593; ceiling{loops}: {} msg/s (mean), {:.0}x this scale's top</text>"#,
+                fx + fw - 4.0,
+                fy + 12.0,
+                colour(System::Ceiling),
+                thousands(rate),
+                rate / y_top
+            );
+        }
+    }
+}
+
+/// Settlement p50 and p99 and send-to-handler p99 of each system in `scenario`, as
+/// horizontal bars on a log scale of milliseconds.
+fn latency_panel(
+    out: &mut String,
+    comparison: &Comparison,
+    scenario: &super::Scenario,
+    index: usize,
+    y: f64,
+) {
+    // More room on the left for the systems' names.
+    let (fx, fy, fw, fh) = frame(PANEL_W, y);
+    let f = (fx + 60.0, fy, fw - 60.0, fh);
+    let (fx, fy, fw, fh) = f;
+    panel(
+        out,
+        &format!("lat-{index}"),
+        &format!(
+            "{}: settlement p50 / p99, send-to-handler p99",
+            scenario.label()
+        ),
+        f,
+    );
+    let rows = rows_of(comparison, scenario);
+    let values: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| {
+            [
+                r.settlement.map(|p| p.p50_ms),
+                r.settlement.map(|p| p.p99_ms),
+                r.e2e.map(|p| p.p99_ms),
+            ]
+        })
+        .flatten()
+        .filter(|ms| *ms > 0.0)
+        .collect();
+    let min = values.iter().copied().fold(f64::MAX, f64::min);
+    let max = values.iter().copied().fold(0.0, f64::max);
+    let (lo, hi) = if values.is_empty() {
+        (-1, 3)
+    } else {
+        decades(min, max * 1.6)
+    };
+    let px = |ms: f64| {
+        let at = (ms.max(1e-6).log10() - f64::from(lo)) / f64::from(hi - lo);
+        fx + at.clamp(0.0, 1.0) * fw
+    };
+    for exponent in lo..=hi {
+        x_tick(out, f, px(10_f64.powi(exponent)), &decade_label(exponent));
+    }
+    let _ = writeln!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">milliseconds (log scale)</text>"##,
+        fx + fw / 2.0,
+        fy + fh + 32.0
+    );
+    let slot = fh / rows.len().max(1) as f64;
+    for (at, row) in rows.iter().enumerate() {
+        let top = fy + slot * at as f64;
+        let name = match row.ceiling_loops {
+            Some(loops) => format!("{} x{loops}", row.system.name()),
+            None => row.system.name().to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}">{}</text>"#,
+            fx - 6.0,
+            top + slot / 2.0 + 4.0,
+            colour(row.system),
+            esc(&name)
+        );
+        let bar_h = ((slot - 6.0) / 3.0).max(2.0);
+        let values = [
+            row.settlement.map(|p| p.p50_ms),
+            row.settlement.map(|p| p.p99_ms),
+            row.e2e.map(|p| p.p99_ms),
+        ];
+        for (k, (value, (_, opacity))) in values.iter().zip(LATENCY_BARS).enumerate() {
+            let by = top + 3.0 + bar_h * k as f64;
+            match value {
+                Some(ms) if *ms > 0.0 => {
+                    let end = px(*ms);
+                    let _ = writeln!(
+                        out,
+                        r#"<rect x="{fx}" y="{by:.1}" width="{:.1}" height="{:.1}" fill="{}" fill-opacity="{opacity}"><title>{ms:.3} ms</title></rect><text x="{:.1}" y="{:.1}" font-size="9">{}</text>"#,
+                        (end - fx).max(1.0),
+                        (bar_h - 1.0).max(1.0),
+                        colour(row.system),
+                        end + 3.0,
+                        by + bar_h - 2.0,
+                        if *ms >= 10.0 {
+                            format!("{ms:.0}")
+                        } else {
+                            format!("{ms:.2}")
+                        }
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        out,
+                        r#"<text x="{:.1}" y="{:.1}" font-size="9">n/a</text>"#,
+                        fx + 3.0,
+                        by + bar_h - 2.0
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axes_end_on_a_round_tick_above_the_data() {
+        assert_eq!(linear_axis(41_234.0, 5.0), (50_000.0, 10_000.0));
+        assert_eq!(linear_axis(1_234.0, 5.0), (1_500.0, 500.0));
+        assert_eq!(linear_axis(3.7, 6.0), (4.0, 1.0));
+        assert_eq!(tick_label(1_500.0), "1.5k");
+        assert_eq!(tick_label(0.5), "0.5");
+        assert_eq!(thousands(41_234.4), "41,234");
+        assert_eq!(decades(0.35, 48.0), (-1, 2));
+    }
 
     #[test]
     fn rates_are_messages_per_second_over_windows() {
