@@ -6,6 +6,8 @@
 //!   [--endpoint URL]` compares sqs-engine (its native API and its RustStream broker)
 //!   with ruststream-sqs-sns, a naive aws-sdk-sqs loop and the raw ceiling, scenario by scenario, each system in a child process of its
 //!   own; it prints a table and writes a JSON summary and an SVG plot (see [`compare`]).
+//!   Ack-only and io-5ms also run with the embedded server adding an SQS-like latency to
+//!   every call; `--latency LIST` or `--latency-ms N` pick the latencies instead.
 //! - `loadtest ci` is the short comparison CI runs, failing when sqs-engine misses its gates.
 //! - `loadtest fill --queue NAME --messages N` puts N messages on a queue with
 //!   `SendMessageBatch`, several calls in flight.
@@ -13,7 +15,8 @@
 //!   and reports throughput and SQS calls per message from the engine's own counters.
 //! - `loadtest serve [--addr 127.0.0.1:0]` runs the embedded, in-memory SQS server of
 //!   [`server`] and prints its endpoint: a target fast enough that the engine, not SQS, is
-//!   measured. It is a benchmark target, not evidence of correctness.
+//!   measured. It is a benchmark target, not evidence of correctness. `--latency sqs` or
+//!   `--latency-ms N` make it hold every call as a region's SQS would.
 //! - `loadtest seed-payments [--target embedded|localstack] [--messages N] [--workers 32]` runs
 //!   the payments service of `seeds/` on sqs-engine's broker and on ruststream-sqs-sns, each in
 //!   a child process, and reports SQS calls per payment by action, payments/s, CPU and memory
