@@ -769,4 +769,52 @@ something else
         assert_eq!(calls.get("DeleteMessage"), Some(&2));
         assert_eq!(calls.len(), 2);
     }
+
+    #[test]
+    fn by_default_ack_only_and_io_5ms_also_run_at_the_sqs_like_latency_next_to_loopback() {
+        let args = CompareArgs::default();
+        let kinds = ScenarioKind::ALL.to_vec();
+        let plan_of = |embedded| {
+            plan(&args, &kinds, 1.0, embedded)
+                .unwrap_or_default()
+                .iter()
+                .map(Scenario::label)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            plan_of(true),
+            [
+                "ack-only",
+                "ack-only@sqs",
+                "io-5ms",
+                "io-5ms@sqs",
+                "io-50ms",
+                "mixed",
+                "heartbeat",
+                "light"
+            ]
+        );
+        assert_eq!(plan_of(false).len(), ScenarioKind::ALL.len());
+        let planned = plan(&args, &kinds, 1.0, true).unwrap_or_default();
+        let at_sqs = planned.iter().find(|s| !s.latency.is_none());
+        assert_eq!(at_sqs.map(|s| s.messages), Some(5_000));
+        assert_eq!(at_sqs.map(|s| s.ceiling_loops), Some(128));
+        assert_eq!(planned[0].ceiling_loops, 16);
+    }
+
+    #[test]
+    fn an_asked_latency_runs_every_scenario_and_needs_the_embedded_server() {
+        let args = CompareArgs {
+            latency_ms: Some(5.0),
+            ..CompareArgs::default()
+        };
+        let kinds = [ScenarioKind::AckOnly, ScenarioKind::Mixed];
+        let labels: Vec<String> = plan(&args, &kinds, 1.0, true)
+            .unwrap_or_default()
+            .iter()
+            .map(Scenario::label)
+            .collect();
+        assert_eq!(labels, ["ack-only@5ms", "mixed@5ms"]);
+        assert!(plan(&args, &kinds, 1.0, false).is_err());
+    }
 }
