@@ -30,6 +30,14 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The pause after a failed accept (out of file descriptors, say) before the next.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
+/// Tokio's timer fires on whole milliseconds, after the deadline: half a millisecond earlier
+/// centres the waits on the latencies drawn rather than always above them.
+fn early(deadline: Instant) -> Instant {
+    deadline
+        .checked_sub(Duration::from_micros(500))
+        .unwrap_or(deadline)
+}
+
 /// Accepts connections on `listener` and serves them, HTTP/1.1 with keep-alive, until
 /// `stop` is cancelled; then stops accepting and waits (a while) for open connections to
 /// finish the requests in progress. Long polls answer at once when `stop` is cancelled.
@@ -81,13 +89,14 @@ async fn handle(
     let latency = sqs.delays.draw();
     let inbound = latency / 2;
     if !inbound.is_zero() {
-        sleep_until(arrived + inbound).await;
+        sleep_until(early(arrived + inbound)).await;
     }
+    let acting = Instant::now();
     let answered = answer(&sqs, request).await;
     if !latency.is_zero() {
-        // A call answered at once leaves `latency` after it arrived; a long poll that
-        // waited, the outbound half after its answer.
-        sleep_until((arrived + latency).max(Instant::now() + (latency - inbound))).await;
+        // One deadline for the whole call, so that the inbound wait's rounding is not paid
+        // twice: the latency, plus however long the action took (a long poll's wait).
+        sleep_until(early(arrived + latency + acting.elapsed())).await;
     }
     let (status, body, query_error) = match answered {
         Ok(body) => (StatusCode::OK, body, None),

@@ -6,7 +6,9 @@
 //! request on its way in), the rest after its answer is ready (the answer on its way out):
 //! a long poll still waits for messages as it does without latency, with the latency added
 //! on top. The waits are tokio timers on the server's thread, so other calls proceed while
-//! one waits; tokio's timer rounds each wait up to its next millisecond.
+//! one waits. Tokio's timer fires on whole milliseconds, after the deadline: the deadline is
+//! set half a millisecond early, and a call's wait then ends within about a millisecond of its
+//! drawn latency (a fixed 5 ms measured 5.6 to 6.7 ms with curl, its own time included).
 //!
 //! The draws come from a seeded generator, reseeded whenever the latency is set: the same
 //! seed gives the same sequence of latencies, in the order the calls arrive.

@@ -787,7 +787,7 @@ async fn every_call_takes_the_latency_and_calls_wait_side_by_side() {
     let each = futures_join_all(calls).await;
     let all = started.elapsed();
     for one in &each {
-        assert!(*one >= Duration::from_millis(200), "{each:?}");
+        assert!(*one >= Duration::from_millis(199), "{each:?}");
     }
     assert!(
         all < Duration::from_millis(600),
@@ -809,7 +809,7 @@ async fn every_call_takes_the_latency_and_calls_wait_side_by_side() {
     assert_eq!(poll.await.expect("the poll ends"), 1);
     let waited = polling.elapsed();
     assert!(
-        waited >= Duration::from_millis(400 + 100) && waited < Duration::from_millis(1500),
+        waited >= Duration::from_millis(400 + 99) && waited < Duration::from_millis(1500),
         "{waited:?}"
     );
     server.shutdown().await.expect("the server stops");
