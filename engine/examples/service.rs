@@ -1,0 +1,194 @@
+//! A deployable consumer: settings from the environment, Prometheus metrics, logs through
+//! `tracing-subscriber`, and a graceful shutdown on SIGTERM. `deploy/` builds it into an
+//! image and runs it on Kubernetes.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `SQS_ENGINE_QUEUE` | the queue, by name or URL | required |
+//! | `SQS_ENGINE_WORKERS` | handlers at once | 64 |
+//! | `SQS_ENGINE_RECEIVERS` | long-poll loops | 4 |
+//! | `SQS_ENGINE_PREFETCH` | messages received ahead of a free worker | 10 per receiver |
+//! | `SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS` | how long running handlers get at shutdown | 30 |
+//! | `SQS_ENGINE_MAX_ATTEMPTS`, `SQS_ENGINE_DEAD_LETTER` | the redrive policy, both or neither | none |
+//! | `SQS_ENGINE_METRICS_ADDR` | where `/metrics` is served (`0.0.0.0:9464` in a pod) | `127.0.0.1:9464` |
+//! | `RUST_LOG` | the log filter | `info` |
+//!
+//! The AWS SDK reads its own variables: `AWS_REGION`, credentials (in a pod, usually those of
+//! the service account's IAM role), and `AWS_ENDPOINT_URL` for another SQS such as LocalStack.
+//!
+//! One instance holds at most `workers + prefetch` messages in flight (received and not yet
+//! settled): 104 with the defaults. An autoscaler counting the queue's in-flight messages
+//! should count that many per instance.
+//!
+//! ```sh
+//! export AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test \
+//!   AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+//! SQS_ENGINE_QUEUE=orders cargo run -p sqs-engine --features prometheus --example service
+//! ```
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqs_engine::{Engine, Message, Outcome};
+
+/// The service's settings, read from the environment.
+#[derive(Debug)]
+struct Settings {
+    queue: String,
+    workers: usize,
+    receivers: usize,
+    prefetch: usize,
+    shutdown_timeout: Duration,
+    redrive: Option<(u32, String)>,
+    metrics_addr: SocketAddr,
+}
+
+impl Settings {
+    fn from_env() -> Result<Self, String> {
+        let queue = var("SQS_ENGINE_QUEUE")?.ok_or("SQS_ENGINE_QUEUE is required")?;
+        let workers = parse("SQS_ENGINE_WORKERS")?.unwrap_or(64);
+        let receivers = parse("SQS_ENGINE_RECEIVERS")?.unwrap_or(4);
+        // The engine's own default: one receive batch of ten per receiver.
+        let prefetch = parse("SQS_ENGINE_PREFETCH")?.unwrap_or(10 * receivers);
+        let shutdown_timeout =
+            Duration::from_secs(parse("SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30));
+        let redrive = match (
+            parse("SQS_ENGINE_MAX_ATTEMPTS")?,
+            var("SQS_ENGINE_DEAD_LETTER")?,
+        ) {
+            (Some(attempts), Some(dead_letter)) => Some((attempts, dead_letter)),
+            (None, None) => None,
+            _ => {
+                return Err(
+                    "SQS_ENGINE_MAX_ATTEMPTS and SQS_ENGINE_DEAD_LETTER go together".to_owned(),
+                );
+            }
+        };
+        let metrics_addr =
+            parse("SQS_ENGINE_METRICS_ADDR")?.unwrap_or(sqs_engine::prometheus::DEFAULT_ADDR);
+        Ok(Self {
+            queue,
+            workers,
+            receivers,
+            prefetch,
+            shutdown_timeout,
+            redrive,
+            metrics_addr,
+        })
+    }
+}
+
+/// The variable's value; `None` when it is unset or empty.
+fn var(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(value) if value.trim().is_empty() => Ok(None),
+        Ok(value) => Ok(Some(value.trim().to_owned())),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not UTF-8")),
+    }
+}
+
+/// The variable's value parsed; `None` when it is unset or empty.
+fn parse<T: FromStr>(name: &str) -> Result<Option<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    var(name)?
+        .map(|value| {
+            value
+                .parse()
+                .map_err(|error| format!("{name}={value:?}: {error}"))
+        })
+        .transpose()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        // Log collectors read plain text better than terminal colours.
+        .with_ansi(false)
+        .init();
+
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = Settings::from_env()?;
+    tracing::info!(?settings, "starting");
+
+    sqs_engine::prometheus::install(Some(settings.metrics_addr))?;
+
+    let config = aws_config::load_from_env().await;
+    let mut builder = Engine::builder()
+        .sdk_config(&config)
+        .queue(settings.queue.as_str())
+        .workers(settings.workers)
+        .receivers(settings.receivers)
+        .prefetch(settings.prefetch)
+        .shutdown_timeout(settings.shutdown_timeout);
+    if let Some((attempts, dead_letter)) = &settings.redrive {
+        builder = builder
+            .max_attempts(*attempts)
+            .dead_letter(dead_letter.as_str());
+    }
+    let engine = builder.build()?;
+    tracing::info!(
+        queue = %settings.queue,
+        holds = settings.workers + settings.prefetch,
+        metrics = %settings.metrics_addr,
+        "engine built: at most `holds` (workers + prefetch) messages in flight"
+    );
+
+    let stats = engine.run(process, shutdown_signal()).await?;
+    tracing::info!(
+        received = stats.messages_received,
+        settled = stats.settled_ok(),
+        failed = stats.settled_failed(),
+        cut_off = stats.unsettled,
+        calls = stats.total_calls(),
+        "stopped: every settlement sent"
+    );
+    Ok(())
+}
+
+/// The service's work for one message: replace it with your own.
+async fn process(message: Message) -> Outcome {
+    tracing::debug!(
+        id = message.id(),
+        receive_count = message.receive_count(),
+        bytes = message.body().len(),
+        "processed"
+    );
+    Outcome::Ack
+}
+
+/// Completes on the first SIGTERM (what Kubernetes sends before it kills a pod) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+                    _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: shutting down"),
+                }
+                return;
+            }
+            Err(error) => tracing::warn!(%error, "no SIGTERM handler; Ctrl-C only"),
+        }
+    }
+    tokio::signal::ctrl_c().await.unwrap_or(());
+    tracing::info!("Ctrl-C: shutting down");
+}
