@@ -211,22 +211,35 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_visibility_deadline_is_counted_from_the_receive_call_not_from_its_answer() {
-        let start = Instant::now();
-        // SQS may hand the message out (and start its 30 s) as soon as the call arrives, and
-        // the answer take 5 s to come back.
-        let api = StandIn::receiving(Duration::from_secs(5), vec![message("m")]);
-        let mut consumer = Engine::builder()
-            .api(Arc::clone(&api))
-            .queue("q")
+    /// A consumer of `queue` on `api` with one receiver (and a 30 s visibility timeout).
+    async fn consumer(api: &Arc<StandIn>, queue: &str) -> crate::Consumer {
+        Engine::builder()
+            .api(Arc::clone(api))
+            .queue(queue)
             .receivers(1)
             .visibility_timeout(Duration::from_secs(30))
             .build()
             .expect("engine")
             .consumer()
             .await
-            .expect("consumer");
+            .expect("consumer")
+    }
+
+    /// Drops `delivery` unsettled and shuts the consumer down.
+    async fn close(mut consumer: crate::Consumer, delivery: crate::Delivery) {
+        let handle = consumer.handle();
+        drop(delivery);
+        consumer.close().await;
+        handle.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_visibility_deadline_is_counted_from_the_receive_call_not_from_its_answer() {
+        let start = Instant::now();
+        // SQS may hand the message out (and start its 30 s) as soon as the call arrives, and
+        // the answer take 5 s to come back.
+        let api = StandIn::receiving(Duration::from_secs(5), vec![message("m")]);
+        let mut consumer = consumer(&api, "q").await;
         let delivery = consumer.recv().await.expect("the message");
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         // The heartbeat extends 6 s (a fifth of 30 s) before the deadline SQS may hold: 24 s
@@ -237,10 +250,7 @@ mod tests {
             vec![vec!["m-receipt=30"]],
             "extended before SQS's own deadline"
         );
-        let handle = consumer.handle();
-        drop(delivery);
-        consumer.close().await;
-        handle.shutdown().await;
+        close(consumer, delivery).await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -256,15 +266,7 @@ mod tests {
             ),
             (Duration::ZERO, Ok(vec![fifo_message])),
         ]);
-        let mut consumer = Engine::builder()
-            .api(Arc::clone(&api))
-            .queue("q.fifo")
-            .receivers(1)
-            .build()
-            .expect("engine")
-            .consumer()
-            .await
-            .expect("consumer");
+        let mut consumer = consumer(&api, "q.fifo").await;
         let delivery = consumer.recv().await.expect("the message, on the retry");
         tokio::time::sleep(Duration::from_millis(10)).await;
         let ids = api.attempt_ids();
@@ -276,29 +278,15 @@ mod tests {
         assert!(ids[0].is_some());
         assert_eq!(ids[1], ids[0], "the retry keeps the attempt id");
         assert_ne!(ids[2], ids[1], "the next receive has an id of its own");
-        let handle = consumer.handle();
-        drop(delivery);
-        consumer.close().await;
-        handle.shutdown().await;
+        close(consumer, delivery).await;
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_standard_queue_sends_no_attempt_id() {
         let api = StandIn::receiving(Duration::ZERO, vec![message("m")]);
-        let mut consumer = Engine::builder()
-            .api(Arc::clone(&api))
-            .queue("q")
-            .receivers(1)
-            .build()
-            .expect("engine")
-            .consumer()
-            .await
-            .expect("consumer");
+        let mut consumer = consumer(&api, "q").await;
         let delivery = consumer.recv().await.expect("the message");
         assert_eq!(api.attempt_ids().first(), Some(&None));
-        let handle = consumer.handle();
-        drop(delivery);
-        consumer.close().await;
-        handle.shutdown().await;
+        close(consumer, delivery).await;
     }
 }

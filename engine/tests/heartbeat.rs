@@ -6,23 +6,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqs_engine::{Message, Outcome};
+use sqs_engine::{Message, Outcome, Stats};
 use support::*;
 
 const VISIBILITY: Duration = Duration::from_secs(4);
 const MESSAGES: usize = 100;
 
-/// Handlers that take three times the visibility timeout: no message is handed out again while
-/// its handler runs, and the extensions of all of them share batch calls.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_handlers_keep_their_messages_and_extensions_go_out_in_batches() {
+/// Sends `MESSAGES` messages to a new queue with `visibility`, consumes them with handlers
+/// that take `handling` each (as many workers as messages), and checks none was handed out
+/// again while its handler ran. Returns the engine's counts.
+async fn consume_slowly(prefix: &str, visibility: Duration, handling: Duration) -> Stats {
     let client = client().await;
-    let name = unique("heartbeat");
-    let url = create_queue(&client, &name, VISIBILITY.as_secs() as u32).await;
+    let name = unique(prefix);
+    let url = create_queue(&client, &name, visibility.as_secs() as u32).await;
     let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("slow-{i}")).collect();
     send(&client, &url, &bodies).await;
 
-    let handling = VISIBILITY * 3;
     let deliveries: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let engine = builder(&name)
         .await
@@ -59,7 +58,16 @@ async fn slow_handlers_keep_their_messages_and_extensions_go_out_in_batches() {
     assert_eq!(stats.messages_received, MESSAGES as u64);
     assert_eq!(stats.extensions.failed, 0);
     assert_eq!(stats.late_settlements, 0);
+    assert_eq!(counts(&client, &url).await, (0, 0));
+    stats
+}
 
+/// Handlers that take three times the visibility timeout: no message is handed out again while
+/// its handler runs, and the extensions of all of them share batch calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_handlers_keep_their_messages_and_extensions_go_out_in_batches() {
+    let handling = VISIBILITY * 3;
+    let stats = consume_slowly("heartbeat", VISIBILITY, handling).await;
     let calls = stats.change_message_visibility_batch.total() as f64;
     let periods = handling.as_secs_f64() / VISIBILITY.as_secs_f64();
     let per_message_per_period = calls / MESSAGES as f64 / periods;
@@ -81,7 +89,6 @@ async fn slow_handlers_keep_their_messages_and_extensions_go_out_in_batches() {
         per_message_per_period <= 0.15,
         "{per_message_per_period:.3} calls per message per visibility period"
     );
-    assert_eq!(counts(&client, &url).await, (0, 0));
 }
 
 /// Receive batches come back at scattered times, so their messages fall due for extension at
@@ -92,52 +99,15 @@ async fn slow_handlers_keep_their_messages_and_extensions_go_out_in_batches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extensions_falling_due_at_scattered_times_share_full_calls() {
     const SHORT: Duration = Duration::from_secs(2);
-    let client = client().await;
-    let name = unique("heartbeat-fill");
-    let url = create_queue(&client, &name, SHORT.as_secs() as u32).await;
-    let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("slow-{i}")).collect();
-    send(&client, &url, &bodies).await;
-
     let handling = SHORT * 3;
-    let deliveries: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let log_before = read_log();
-    let engine = builder(&name)
-        .await
-        .workers(MESSAGES)
-        .build()
-        .expect("valid settings");
-    let stats = engine.stats();
-    let seen = Arc::clone(&deliveries);
-    let running = spawn_engine(engine, move |message: Message| {
-        *seen
-            .lock()
-            .expect("lock")
-            .entry(message.id().to_owned())
-            .or_default() += 1;
-        async move {
-            tokio::time::sleep(handling).await;
-            Outcome::Ack
-        }
-    });
-    eventually(Duration::from_secs(60), "every message acked", || {
-        stats.snapshot().acked.ok == MESSAGES as u64
-    })
-    .await;
-    let stats = running.shutdown().await;
+    let stats = consume_slowly("heartbeat-fill", SHORT, handling).await;
     // Let LocalStack write its last lines.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let log_after = read_log();
     let new_lines = log_after
         .get(log_before.len()..)
         .expect("the log only grew during the run");
-
-    let deliveries = deliveries.lock().expect("lock").clone();
-    assert_eq!(deliveries.len(), MESSAGES);
-    assert!(
-        deliveries.values().all(|&n| n == 1),
-        "a message was handed out again while its handler ran"
-    );
-    assert_eq!(stats.extensions.failed, 0);
     let logged = logged_calls(new_lines, "ChangeMessageVisibilityBatch");
     assert_eq!(
         logged as u64,
@@ -155,7 +125,6 @@ async fn extensions_falling_due_at_scattered_times_share_full_calls() {
         per_message_per_period <= 0.12,
         "{per_message_per_period:.3} calls per message per visibility period"
     );
-    assert_eq!(counts(&client, &url).await, (0, 0));
 }
 
 /// A handler faster than the visibility margin costs no extension at all.

@@ -468,3 +468,75 @@ async fn mount_site_steps_set_the_subscription() {
         "received again while the first handler held it: {held:?}"
     );
 }
+
+/// On a FIFO queue a subscription hands out at most one unsettled delivery per message group,
+/// whatever the framework's workers mode asks for: the next of a group comes once the one
+/// before is acked, and a nack sends the rest of the group back behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_subscription_hands_out_one_unsettled_delivery_per_group() {
+    let recording = Recording::new(None).await;
+    let connected = connect(&recording).await;
+    let name = format!("{}.fifo", support::unique("rs.fifo-order"));
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name))
+        .await
+        .expect("subscribe");
+    let publisher = connected.publisher();
+    for seq in 0..3 {
+        for group in ["a", "b"] {
+            publisher
+                .publish(
+                    message(&name, format!("{group}:{seq}").as_bytes(), HeaderMap::new()),
+                    Some(&SqsPublishOptions::default().group_id(group)),
+                )
+                .await
+                .expect("publish");
+        }
+    }
+    let body =
+        |delivery: &SqsMessage| String::from_utf8(delivery.payload().to_vec()).expect("text");
+
+    let mut stream = Box::pin(subscriber.stream());
+    let first = next(&mut stream, "a group's first").await;
+    let second = next(&mut stream, "the other group's first").await;
+    let mut heads = [body(&first), body(&second)];
+    heads.sort();
+    assert_eq!(heads, ["a:0", "b:0"]);
+    let more = tokio::time::timeout(Duration::from_secs(3), stream.next()).await;
+    assert!(
+        more.is_err(),
+        "no second delivery of a group while its first is unsettled"
+    );
+    let (a, b) = if body(&first) == "a:0" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    a.ack().await.expect("ack a:0");
+    let a1 = next(&mut stream, "a:1 after a:0").await;
+    assert_eq!(body(&a1), "a:1");
+    b.nack(true).await.expect("retry b:0");
+    let b_again = next(&mut stream, "b:0 again, before the rest of b").await;
+    assert_eq!(body(&b_again), "b:0");
+    assert_eq!(b_again.redelivery_count(), Some(2));
+    for delivery in [a1, b_again] {
+        delivery.ack().await.expect("ack");
+    }
+    let mut rest = Vec::new();
+    for _ in 0..3 {
+        let delivery = next(&mut stream, "the rest, in order per group").await;
+        rest.push(body(&delivery));
+        delivery.ack().await.expect("ack");
+    }
+    let of = |group: &str| -> Vec<String> {
+        rest.iter()
+            .filter(|b| b.starts_with(group))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(of("a"), ["a:2"]);
+    assert_eq!(of("b"), ["b:1", "b:2"]);
+    drop(stream);
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+}

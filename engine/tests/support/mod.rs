@@ -62,14 +62,25 @@ pub fn unique(prefix: &str) -> String {
 
 /// Creates a standard queue with the given visibility timeout; returns its URL.
 pub async fn create_queue(client: &Client, name: &str, visibility_secs: u32) -> String {
-    client
-        .create_queue()
-        .queue_name(name)
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            visibility_secs.to_string(),
-        )
-        .send()
+    create(client, name, visibility_secs, false).await
+}
+
+/// Creates a FIFO queue (`name` ends in `.fifo`) with the given visibility timeout; returns its
+/// URL.
+pub async fn create_fifo_queue(client: &Client, name: &str, visibility_secs: u32) -> String {
+    assert!(name.ends_with(".fifo"), "a FIFO queue's name ends in .fifo");
+    create(client, name, visibility_secs, true).await
+}
+
+async fn create(client: &Client, name: &str, visibility_secs: u32, fifo: bool) -> String {
+    let mut call = client.create_queue().queue_name(name).attributes(
+        QueueAttributeName::VisibilityTimeout,
+        visibility_secs.to_string(),
+    );
+    if fifo {
+        call = call.attributes(QueueAttributeName::FifoQueue, "true");
+    }
+    call.send()
         .await
         .unwrap_or_else(|e| {
             panic!(
@@ -77,25 +88,6 @@ pub async fn create_queue(client: &Client, name: &str, visibility_secs: u32) -> 
                 endpoint()
             )
         })
-        .queue_url
-        .expect("a queue URL")
-}
-
-/// Creates a FIFO queue (`name` ends in `.fifo`) with the given visibility timeout; returns its
-/// URL.
-pub async fn create_fifo_queue(client: &Client, name: &str, visibility_secs: u32) -> String {
-    assert!(name.ends_with(".fifo"), "a FIFO queue's name ends in .fifo");
-    client
-        .create_queue()
-        .queue_name(name)
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            visibility_secs.to_string(),
-        )
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("CreateQueue {name} failed: {e:?}"))
         .queue_url
         .expect("a queue URL")
 }
