@@ -254,7 +254,7 @@ impl Consumer {
     }
 
     /// Stops receiving, and returns every message received but not handed out (visibility 0),
-    /// waiting for the receivers to finish (a poll under way gets a second to answer).
+    /// waiting for the receivers to finish (a poll under way gets four round trips to answer).
     pub async fn close(&mut self) {
         self.handle.stop_receiving();
         // The receivers finish first, so that what goes back is not received again by a poll
@@ -294,7 +294,7 @@ impl Drop for Consumer {
 }
 
 impl ConsumerHandle {
-    /// Stops the receivers. Polls under way get a second to answer; what they bring goes back
+    /// Stops the receivers. Polls under way get four round trips to answer; what they bring goes back
     /// at once.
     pub fn stop_receiving(&self) {
         self.inner.stop_receiving.cancel();

@@ -90,6 +90,7 @@ mod outcome;
 pub mod prometheus;
 mod queue;
 mod receiver;
+mod round_trip;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;

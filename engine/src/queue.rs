@@ -10,6 +10,7 @@ use crate::api::{CallError, CallErrorKind, QueueAttributes, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::metrics::{Action, QueueMetrics, StatsCells};
+use crate::round_trip::RoundTrip;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
 use crate::settle::{Settler, SettlerConfig};
@@ -33,6 +34,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) settler: Arc<Settler>,
     /// Whether it is a FIFO queue.
     pub(crate) fifo: bool,
+    /// The round trip to SQS as measured on short calls.
+    pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
     pub(crate) warned_batch_order: std::sync::atomic::AtomicBool,
 }
@@ -92,10 +95,12 @@ impl QueueRuntime {
     ) -> Result<(Self, QueueAttributes), Error> {
         let name: Arc<str> = Arc::from(name_of(&options.queue));
         let metrics = QueueMetrics::new(&name, stats);
+        let round_trip = Arc::new(RoundTrip::default());
         let opener = Opener {
             api: &*api,
             backoff: &options.backoff,
             metrics: &metrics,
+            round_trip: &round_trip,
             create_if_missing: options.create_if_missing,
         };
         let queue = &options.queue;
@@ -124,6 +129,7 @@ impl QueueRuntime {
             metrics: Arc::clone(&metrics),
             coalescer: options.coalescer,
             heartbeat,
+            round_trip: Arc::clone(&round_trip),
         }));
         let runtime = Self {
             name,
@@ -134,6 +140,7 @@ impl QueueRuntime {
             metrics,
             settler,
             fifo: attributes.fifo,
+            round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
         };
         Ok((runtime, attributes))
@@ -145,6 +152,7 @@ struct Opener<'a> {
     api: &'a dyn SqsApi,
     backoff: &'a Backoff,
     metrics: &'a QueueMetrics,
+    round_trip: &'a RoundTrip,
     create_if_missing: bool,
 }
 
@@ -251,7 +259,13 @@ impl Opener<'_> {
         F: FnMut() -> Fut + 'c,
         Fut: Future<Output = Result<T, CallError>> + 'c,
     {
-        retrying(self.backoff, self.metrics, action, call).await
+        let started = tokio::time::Instant::now();
+        let result = retrying(self.backoff, self.metrics, action, call).await;
+        if result.is_ok() {
+            // Retries included: an upper bound of the round trip, which is what a grace needs.
+            self.round_trip.sample(started.elapsed());
+        }
+        result
     }
 }
 

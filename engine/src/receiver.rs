@@ -19,9 +19,6 @@ use crate::queue::QueueRuntime;
 /// the failures last.
 const RECEIVE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(10));
 
-/// How long a receive under way at shutdown may still take before it is abandoned.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-
 /// One receiver's settings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReceiverConfig {
@@ -38,7 +35,8 @@ pub(crate) struct ReceiverConfig {
 /// messages received is given back as the consumer hands them out.
 /// A failed receive backs off with jitter and tries again, for as long as it fails.
 ///
-/// When `stop` is cancelled during a long poll, the poll gets a second to answer; what it brings
+/// When `stop` is cancelled during a long poll, the poll gets four round trips (as measured on
+/// the queue's short calls; a second before any was measured) to answer; what it brings
 /// is returned at once (visibility 0). A poll still open after that is abandoned: a message SQS
 /// handed out in its answer comes back when its visibility timeout lapses.
 pub(crate) async fn run(
@@ -92,7 +90,7 @@ pub(crate) async fn run(
                 () = stop.cancelled() => {
                     // A poll already under way may be handing out messages right now: give it a
                     // moment, and return what it brings at once rather than strand it.
-                    match tokio::time::timeout(SHUTDOWN_GRACE, &mut receive).await {
+                    match tokio::time::timeout(queue.round_trip.shutdown_grace(), &mut receive).await {
                         Ok(result) => {
                             queue.metrics.call(Action::ReceiveMessage, result.is_ok());
                             if let Ok(messages) = result {

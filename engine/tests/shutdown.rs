@@ -99,3 +99,31 @@ async fn messages_received_but_not_started_are_returned_at_shutdown() {
     assert_eq!(in_flight, 0, "none left waiting out its visibility");
     assert_eq!(visible, 20 - acked);
 }
+
+/// An idle engine, its receivers in 20 s long polls, shuts down within a few round trips of
+/// the signal: a poll under way gets four measured round trips to answer, not a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_engine_shuts_down_within_a_few_round_trips() {
+    let client = client().await;
+    let name = unique("shutdown-idle");
+    create_queue(&client, &name, 30).await;
+    let engine = builder(&name)
+        .await
+        .wait_time(Duration::from_secs(20))
+        .build()
+        .expect("valid settings");
+    let running = spawn_engine(engine, |_message: Message| async { Outcome::Ack });
+    // The receivers are in their long polls.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let signalled = tokio::time::Instant::now();
+    let stats = running.shutdown().await;
+    let took = signalled.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "shutdown took {took:?} with nothing to do"
+    );
+    assert_eq!(
+        stats.abandoned_receives, 4,
+        "each receiver's poll was given up"
+    );
+}

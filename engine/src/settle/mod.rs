@@ -30,6 +30,7 @@ use crate::error::SettleError;
 use crate::lane::Lane;
 use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
+use crate::round_trip::RoundTrip;
 use coalescer::{Batch, CoalescerConfig, Entry};
 use heartbeat::HeartbeatConfig;
 use state::{Closed, SettleState, Token};
@@ -67,6 +68,7 @@ pub(crate) struct Settler {
     api: Arc<dyn SqsApi>,
     backoff: Backoff,
     metrics: Arc<QueueMetrics>,
+    round_trip: Arc<RoundTrip>,
     state: Mutex<SettleState<Completion>>,
     wake: Notify,
 }
@@ -81,6 +83,8 @@ pub(crate) struct SettlerConfig {
     pub(crate) coalescer: CoalescerConfig,
     /// `None` with the heartbeat off.
     pub(crate) heartbeat: Option<HeartbeatConfig>,
+    /// Where the batch calls' durations go.
+    pub(crate) round_trip: Arc<RoundTrip>,
 }
 
 impl Settler {
@@ -91,6 +95,7 @@ impl Settler {
             api: config.api,
             backoff: config.backoff,
             metrics: config.metrics,
+            round_trip: config.round_trip,
             state: Mutex::new(SettleState::new(config.coalescer, config.heartbeat)),
             wake: Notify::new(),
         }
@@ -422,6 +427,9 @@ async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
         let seconds = visibility_seconds(&entries, sent_at);
         let result = caught(send(&settler, lane, &entries, &seconds)).await;
         settler.metrics.call(action, result.is_ok());
+        if result.is_ok() {
+            settler.round_trip.sample(sent_at.elapsed());
+        }
         let budget_left = attempt < settler.backoff.max_attempts();
         let mut retry = Vec::new();
         match result {
