@@ -20,7 +20,7 @@ use crate::consumer::{Consumer, ConsumerConfig};
 use crate::delivery::Delivery;
 use crate::error::{ConfigError, Error};
 use crate::fifo::FifoOrder;
-use crate::handler::{BatchHandler, Handler};
+use crate::handler::{BatchHandler, Handler, HandlerResult};
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
@@ -51,6 +51,7 @@ pub struct EngineBuilder {
     heartbeat: bool,
     heartbeat_margin: Option<Duration>,
     fifo_order: FifoOrder,
+    on_handler_error: Outcome,
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
     create_if_missing: bool,
@@ -74,6 +75,7 @@ impl Default for EngineBuilder {
             heartbeat: true,
             heartbeat_margin: None,
             fifo_order: FifoOrder::default(),
+            on_handler_error: Outcome::Retry,
             max_attempts: None,
             dead_letter: None,
             create_if_missing: false,
@@ -98,6 +100,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("heartbeat", &self.heartbeat)
             .field("heartbeat_margin", &self.heartbeat_margin)
             .field("fifo_order", &self.fifo_order)
+            .field("on_handler_error", &self.on_handler_error)
             .field("max_attempts", &self.max_attempts)
             .field("dead_letter", &self.dead_letter)
             .field("create_if_missing", &self.create_if_missing)
@@ -228,6 +231,15 @@ impl EngineBuilder {
     /// at a time, in order, while the workers take other groups. No effect on a standard queue.
     pub fn fifo_order(mut self, order: FifoOrder) -> Self {
         self.fifo_order = order;
+        self
+    }
+
+    /// How a message is settled when its handler returns an `Err` (see [`HandlerResult`]).
+    /// Default [`Outcome::Retry`]: the message comes back at once, its receive count one
+    /// higher, and the redrive policy (if any) moves it on after its last allowed receive. The
+    /// error is logged on the message's span either way.
+    pub fn on_handler_error(mut self, outcome: Outcome) -> Self {
+        self.on_handler_error = outcome;
         self
     }
 
@@ -370,6 +382,7 @@ impl EngineBuilder {
             backoff: self.backoff,
             heartbeat: self.heartbeat.then_some(self.heartbeat_margin),
             fifo_order: self.fifo_order,
+            on_handler_error: self.on_handler_error,
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
@@ -441,6 +454,7 @@ pub struct Engine {
     backoff: Backoff,
     heartbeat: Option<Option<Duration>>,
     fifo_order: FifoOrder,
+    on_handler_error: Outcome,
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,
@@ -563,7 +577,7 @@ impl Engine {
         runtime: &tokio::runtime::Handle,
         fifo_order: Option<FifoOrder>,
     ) -> Result<Consumer, Error> {
-        let (queue, _attributes) = QueueRuntime::open(
+        let (mut queue, _attributes) = QueueRuntime::open(
             Arc::clone(&self.api),
             OpenOptions {
                 queue: self.queue.clone(),
@@ -577,6 +591,7 @@ impl Engine {
             Arc::clone(&self.stats),
         )
         .await?;
+        queue.on_handler_error = self.on_handler_error;
         let queue = Arc::new(queue);
         info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
         queue.metrics.workers(self.workers);
@@ -775,18 +790,44 @@ pub(crate) fn handle_one<H: Handler>(
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     let queue = Arc::clone(delivery.queue());
-    let span = debug_span!("message", queue = %queue.name, message_id = delivery.message().id(), receive_count = delivery.message().receive_count());
+    let span = message_span(&queue.name, delivery.message());
     Box::pin(
         async move {
             let _permit = permit;
             let (message, ticket) = delivery.into_parts();
             let timer = HandlerTimer::start(&queue);
-            let outcome = handler.handle(message).await;
+            let outcome = match handler.handle(message).await.into_outcome() {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    let outcome = queue.on_handler_error;
+                    warn!(error = %error, outcome = outcome.as_str(), "handler failed; settling by the error policy");
+                    outcome
+                }
+            };
             drop(timer);
             // Queued now; the answer is recorded and logged by the flusher.
             ticket.settle_detached(outcome);
         }
         .instrument(span),
+    )
+}
+
+/// The span a message's handler runs in, at INFO so that a subscriber's default level shows
+/// it, with OpenTelemetry's messaging fields and the message's trace context: the
+/// `AWSTraceHeader` system attribute (X-Ray) and a `traceparent` message attribute (W3C).
+pub(crate) fn message_span(queue: &str, message: &crate::message::Message) -> tracing::Span {
+    tracing::info_span!(
+        "message",
+        messaging.system = "aws_sqs",
+        messaging.operation.type = "process",
+        messaging.destination.name = queue,
+        messaging.message.id = message.id(),
+        messaging.sqs.receive_count = message.receive_count(),
+        messaging.message.group_id = message.group_id(),
+        aws.trace_header = message.attribute("AWSTraceHeader"),
+        traceparent = message
+            .message_attribute("traceparent")
+            .and_then(crate::attribute::MessageAttribute::as_str),
     )
 }
 
@@ -928,6 +969,8 @@ enum Dispatch<S, B> {
 struct NoHandler;
 
 impl Handler for NoHandler {
+    type Output = Outcome;
+
     async fn handle(&self, _message: crate::message::Message) -> Outcome {
         Outcome::Retry
     }

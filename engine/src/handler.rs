@@ -5,10 +5,45 @@ use std::future::Future;
 use crate::message::Message;
 use crate::outcome::{BatchOutcome, Outcome};
 
+/// What a handler may return: an [`Outcome`], or a `Result` so that the handler can use `?`.
+///
+/// `Ok(outcome)` settles with `outcome`, and `Ok(())` acknowledges. An `Err` settles by the
+/// engine's error policy ([`EngineBuilder::on_handler_error`](crate::EngineBuilder::on_handler_error),
+/// default [`Outcome::Retry`]), with the error logged on the message's span.
+pub trait HandlerResult: Send {
+    /// The outcome, or the error the handler failed with.
+    ///
+    /// # Errors
+    ///
+    /// The handler's own error, to be settled by the engine's error policy.
+    fn into_outcome(self) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+impl HandlerResult for Outcome {
+    fn into_outcome(self) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self)
+    }
+}
+
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>> + Send> HandlerResult
+    for Result<Outcome, E>
+{
+    fn into_outcome(self) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
+        self.map_err(Into::into)
+    }
+}
+
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>> + Send> HandlerResult for Result<(), E> {
+    fn into_outcome(self) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
+        self.map(|()| Outcome::Ack).map_err(Into::into)
+    }
+}
+
 /// Handles one message at a time.
 ///
-/// Any `Fn(Message) -> impl Future<Output = Outcome>` that is `Send + Sync + 'static` is a
-/// handler. The engine runs up to `workers` handlers at once, concurrently: the messages of one
+/// Any `Fn(Message) -> impl Future<Output = R>` that is `Send + Sync + 'static` is a handler,
+/// where `R` is an [`Outcome`], a `Result<Outcome, E>` or a `Result<(), E>` (see
+/// [`HandlerResult`]). The engine runs up to `workers` handlers at once, concurrently: the messages of one
 /// receive batch that start together share a task, each handler its own future, and each
 /// message is settled as soon as its own handler returns, so one slow message never holds up
 /// the others of its receive batch. A handler that blocks its thread (synchronous I/O, long
@@ -19,16 +54,22 @@ use crate::outcome::{BatchOutcome, Outcome};
 /// leaves its message unsettled: no call is made, and the message comes back when its
 /// visibility timeout lapses.
 pub trait Handler: Send + Sync + 'static {
+    /// What [`handle`](Self::handle) returns: an [`Outcome`] or a `Result`.
+    type Output: HandlerResult;
+
     /// Processes `message` and says how to settle it.
-    fn handle(&self, message: Message) -> impl Future<Output = Outcome> + Send;
+    fn handle(&self, message: Message) -> impl Future<Output = Self::Output> + Send;
 }
 
 impl<F, Fut> Handler for F
 where
     F: Fn(Message) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Outcome> + Send,
+    Fut: Future + Send,
+    Fut::Output: HandlerResult,
 {
-    fn handle(&self, message: Message) -> impl Future<Output = Outcome> + Send {
+    type Output = Fut::Output;
+
+    fn handle(&self, message: Message) -> impl Future<Output = Fut::Output> + Send {
         self(message)
     }
 }
@@ -50,5 +91,158 @@ where
 {
     fn handle(&self, messages: Vec<Message>) -> impl Future<Output = BatchOutcome> + Send {
         self(messages)
+    }
+}
+
+// On the in-process SQS (a test double on tokio's clock): how a handler's `Err` is settled,
+// and the span it runs in.
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::testing::InProcessSqs;
+    use crate::{Engine, Stats};
+
+    /// Runs an engine whose handler fails on the first delivery and succeeds on the second,
+    /// until one message is settled for good; returns the counts.
+    async fn fail_once_then_succeed(on_error: Option<Outcome>) -> (InProcessSqs, Stats) {
+        let sqs = InProcessSqs::new();
+        sqs.send("orders", "one").expect("sent");
+        let mut builder = Engine::builder().api(sqs.clone()).queue("orders");
+        if let Some(outcome) = on_error {
+            builder = builder.on_handler_error(outcome);
+        }
+        let done = CancellationToken::new();
+        let handler_done = done.clone();
+        let stats = builder
+            .build()
+            .expect("engine")
+            .run(
+                move |message: Message| {
+                    let done = handler_done.clone();
+                    async move {
+                        if message.receive_count() == 1 {
+                            if on_error.is_some() {
+                                // The policy settles it: nothing comes back.
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                                done.cancel();
+                            }
+                            return Err(std::io::Error::other("the database is away"));
+                        }
+                        done.cancel();
+                        Ok(())
+                    }
+                },
+                done.clone().cancelled_owned(),
+            )
+            .await
+            .expect("runs");
+        (sqs, stats)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_is_retried_by_default_and_ok_acknowledges() {
+        let (sqs, stats) = fail_once_then_succeed(None).await;
+        assert_eq!(stats.retried.ok, 1, "the error retried the message");
+        assert_eq!(stats.acked.ok, 1, "Ok(()) acknowledged it");
+        assert_eq!(
+            sqs.counts("orders").visible + sqs.counts("orders").in_flight,
+            0
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_error_policy_is_a_setting() {
+        let (sqs, stats) = fail_once_then_succeed(Some(Outcome::Drop)).await;
+        assert_eq!(stats.dropped.ok, 1, "the error dropped the message");
+        assert_eq!(stats.retried.ok, 0);
+        assert_eq!(
+            sqs.counts("orders").visible + sqs.counts("orders").in_flight,
+            0
+        );
+    }
+
+    /// Collects what a subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn the_message_span_carries_the_messaging_fields_and_the_trace_context() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let sqs = InProcessSqs::new();
+        sqs.send_entry(
+            "orders",
+            &crate::SendEntry {
+                body: "traced".into(),
+                attributes: vec![(
+                    "traceparent".into(),
+                    crate::MessageAttribute {
+                        data_type: "String".into(),
+                        value: crate::AttributeValue::String(
+                            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+                        ),
+                    },
+                )],
+                group_id: None,
+                deduplication_id: None,
+            },
+        )
+        .expect("sent");
+        let done = CancellationToken::new();
+        let handler_done = done.clone();
+        Engine::builder()
+            .api(sqs.clone())
+            .queue("orders")
+            .build()
+            .expect("engine")
+            .run(
+                move |_message: Message| {
+                    let done = handler_done.clone();
+                    async move {
+                        tracing::info!("handling");
+                        done.cancel();
+                        Outcome::Ack
+                    }
+                },
+                done.clone().cancelled_owned(),
+            )
+            .await
+            .expect("runs");
+        let text = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+        let line = text
+            .lines()
+            .find(|line| line.contains("handling"))
+            .unwrap_or_else(|| panic!("the handler's event was logged: {text}"));
+        for field in [
+            "messaging.system=\"aws_sqs\"",
+            "messaging.destination.name=\"orders\"",
+            "messaging.message.id=",
+            "messaging.sqs.receive_count=1",
+            "traceparent=\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"",
+        ] {
+            assert!(line.contains(field), "{field} on the message span: {line}");
+        }
     }
 }

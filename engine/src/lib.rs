@@ -111,7 +111,7 @@ pub use delivery::{Delivery, Ticket};
 pub use engine::{Engine, EngineBuilder, StatsHandle};
 pub use error::{ConfigError, Error, SettleError};
 pub use fifo::FifoOrder;
-pub use handler::{BatchHandler, Handler};
+pub use handler::{BatchHandler, Handler, HandlerResult};
 pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};

@@ -14,6 +14,7 @@ use std::time::Duration;
 /// A retry never leaves the queue: the same message comes back, with the same id and its
 /// receive count one higher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Processed: delete the message.
     Ack,
@@ -54,6 +55,7 @@ impl Outcome {
 
 /// What a batch handler decides for its messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BatchOutcome {
     /// One outcome for every message of the batch.
     All(Outcome),

@@ -34,6 +34,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) settler: Arc<Settler>,
     /// Whether it is a FIFO queue.
     pub(crate) fifo: bool,
+    /// How a message is settled when its handler returns an error.
+    pub(crate) on_handler_error: crate::outcome::Outcome,
     /// The round trip to SQS as measured on short calls.
     pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
@@ -140,6 +142,7 @@ impl QueueRuntime {
             metrics,
             settler,
             fifo: attributes.fifo,
+            on_handler_error: crate::outcome::Outcome::Retry,
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
         };
