@@ -25,6 +25,7 @@ use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
+use crate::redrive_policy::RedriveWrite;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::visibility::MAX_VISIBILITY;
 
@@ -52,6 +53,7 @@ pub struct EngineBuilder {
     heartbeat_margin: Option<Duration>,
     fifo_order: FifoOrder,
     on_handler_error: Outcome,
+    redrive_write: RedriveWrite,
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
     create_if_missing: bool,
@@ -76,6 +78,7 @@ impl Default for EngineBuilder {
             heartbeat_margin: None,
             fifo_order: FifoOrder::default(),
             on_handler_error: Outcome::Retry,
+            redrive_write: RedriveWrite::default(),
             max_attempts: None,
             dead_letter: None,
             create_if_missing: false,
@@ -101,6 +104,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("heartbeat_margin", &self.heartbeat_margin)
             .field("fifo_order", &self.fifo_order)
             .field("on_handler_error", &self.on_handler_error)
+            .field("redrive_write", &self.redrive_write)
             .field("max_attempts", &self.max_attempts)
             .field("dead_letter", &self.dead_letter)
             .field("create_if_missing", &self.create_if_missing)
@@ -254,13 +258,28 @@ impl EngineBuilder {
         self
     }
 
+    /// Whether the engine writes its declared redrive policy onto the queue: when it differs
+    /// from the queue's own (the default, [`RedriveWrite::WhenDifferent`]: nothing is written,
+    /// and no `sqs:SetQueueAttributes` needed, when the queue already has it), or never
+    /// ([`RedriveWrite::Never`]: the engine refuses to start when they differ, for queues whose
+    /// policy belongs to Terraform or CloudFormation).
+    ///
+    /// Without [`max_attempts`](Self::max_attempts) and [`dead_letter`](Self::dead_letter),
+    /// the engine adopts the queue's own policy: a drop at its cap returns the message so that
+    /// SQS moves it to the dead-letter queue.
+    pub fn redrive_write(mut self, write: RedriveWrite) -> Self {
+        self.redrive_write = write;
+        self
+    }
+
     /// The dead-letter queue, by name or URL, that the redrive policy points at. Goes with
     /// [`max_attempts`](Self::max_attempts). It must exist when the engine starts, unless
     /// [`create_if_missing`](Self::create_if_missing) is set, and be FIFO when the queue is.
     ///
-    /// The engine writes the policy onto the queue with `SetQueueAttributes` when it starts;
-    /// that needs `sqs:SetQueueAttributes` on the queue and `sqs:GetQueueAttributes` on the
-    /// dead-letter queue.
+    /// The engine writes the policy onto the queue with `SetQueueAttributes` when it starts
+    /// and the queue's own differs (see [`redrive_write`](Self::redrive_write)); that needs
+    /// `sqs:SetQueueAttributes` on the queue and `sqs:GetQueueAttributes` on the dead-letter
+    /// queue.
     pub fn dead_letter(mut self, queue: impl Into<String>) -> Self {
         self.dead_letter = Some(queue.into());
         self
@@ -358,6 +377,7 @@ impl EngineBuilder {
                 Some(Redrive {
                     max_receive_count: receives,
                     dead_letter,
+                    write: self.redrive_write,
                 })
             }
         };

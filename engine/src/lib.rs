@@ -90,6 +90,7 @@ mod outcome;
 pub mod prometheus;
 mod queue;
 mod receiver;
+mod redrive_policy;
 mod round_trip;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
@@ -115,6 +116,7 @@ pub use handler::{BatchHandler, Handler, HandlerResult};
 pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
+pub use redrive_policy::RedriveWrite;
 pub use settle::Settlement;
 pub use settle::visibility::MAX_VISIBILITY;
 

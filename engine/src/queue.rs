@@ -4,12 +4,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::api::{CallError, CallErrorKind, QueueAttributes, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::metrics::{Action, QueueMetrics, StatsCells};
+use crate::redrive_policy::{RedrivePolicy, RedriveWrite};
 use crate::round_trip::RoundTrip;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
@@ -63,6 +64,8 @@ pub(crate) struct Redrive {
     pub(crate) max_receive_count: u32,
     /// The dead-letter queue, by name or URL.
     pub(crate) dead_letter: String,
+    /// Whether the policy may be written onto the queue.
+    pub(crate) write: RedriveWrite,
 }
 
 /// Whether `queue` is a queue URL rather than a name.
@@ -107,11 +110,24 @@ impl QueueRuntime {
         };
         let queue = &options.queue;
         let (url, attributes) = opener.resolve(queue, queue).await?;
-        if let Some(redrive) = &options.redrive {
-            opener
-                .write_redrive(queue, &url, attributes.fifo, redrive)
-                .await?;
-        }
+        let existing = attributes
+            .redrive_policy
+            .as_deref()
+            .and_then(RedrivePolicy::parse);
+        let max_receive_count = match &options.redrive {
+            Some(redrive) => {
+                opener
+                    .declare_redrive(queue, &url, attributes.fifo, redrive, existing.as_ref())
+                    .await?;
+                Some(redrive.max_receive_count)
+            }
+            None => existing.map(|policy| {
+                // Declared by the infrastructure: a drop at its cap returns the message, so
+                // that SQS moves it to its dead-letter queue instead of losing it.
+                info!(queue = %name, policy = %policy, "adopting the queue's redrive policy");
+                policy.max_receive_count
+            }),
+        };
         let visibility_timeout = options
             .visibility_timeout
             .or(attributes.visibility_timeout)
@@ -138,7 +154,7 @@ impl QueueRuntime {
             url,
             api,
             visibility_timeout,
-            max_receive_count: options.redrive.as_ref().map(|r| r.max_receive_count),
+            max_receive_count,
             metrics,
             settler,
             fifo: attributes.fifo,
@@ -205,13 +221,16 @@ impl Opener<'_> {
         Ok((url, attributes))
     }
 
-    /// Checks the dead-letter queue and writes the redrive policy onto the queue.
-    async fn write_redrive(
+    /// Checks the dead-letter queue, and makes the queue's redrive policy the declared one:
+    /// nothing to do when it is already, written (with a warning naming the difference) or
+    /// refused, as [`Redrive::write`] says, when it is not.
+    async fn declare_redrive(
         &self,
         queue: &str,
         url: &str,
         fifo: bool,
         redrive: &Redrive,
+        existing: Option<&RedrivePolicy>,
     ) -> Result<(), Error> {
         let (_, dead_letter) = self.resolve(queue, &redrive.dead_letter).await?;
         if dead_letter.fifo != fifo {
@@ -241,11 +260,27 @@ impl Opener<'_> {
                 ),
             });
         };
-        let policy = format!(
-            r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"{}"}}"#,
-            redrive.max_receive_count
-        );
-        let attributes = [("RedrivePolicy", policy)];
+        let declared = RedrivePolicy {
+            dead_letter_arn: arn,
+            max_receive_count: redrive.max_receive_count,
+        };
+        let found = existing.map_or_else(|| "none".to_owned(), ToString::to_string);
+        match existing {
+            Some(existing) if *existing == declared => return Ok(()),
+            _ if redrive.write == RedriveWrite::Never => {
+                return Err(Error::Misconfigured {
+                    queue: queue.to_owned(),
+                    reason: format!(
+                        "its redrive policy is {found}, not the declared {declared}, and the engine does not write it (RedriveWrite::Never)"
+                    ),
+                });
+            }
+            Some(_) => {
+                warn!(queue, found = %found, declared = %declared, "the queue's redrive policy differs from the declared one; writing the declared one");
+            }
+            None => {}
+        }
+        let attributes = [("RedrivePolicy", declared.to_json())];
         self.call(Action::SetQueueAttributes, || {
             self.api.set_queue_attributes(url, &attributes)
         })

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use sqs_engine::{Engine, Error, Message, Outcome};
+use sqs_engine::{Engine, Error, Message, Outcome, RedriveWrite};
 use support::*;
 
 /// How long an invoice that is not ready waits before it is looked at again.
@@ -268,4 +268,148 @@ async fn a_missing_queue_is_a_clear_error() {
         "{error:?}"
     );
     assert!(error.to_string().contains(&queue));
+}
+
+/// A queue and its dead-letter queue made by the infrastructure, the queue's policy sending a
+/// message on after `cap` receives; returns the queue's URL and the dead-letter queue's ARN.
+async fn provisioned(
+    client: &aws_sdk_sqs::Client,
+    queue: &str,
+    dead: &str,
+    cap: u32,
+) -> (String, String) {
+    let dead_url = create_queue(client, dead, 30).await;
+    let arn = client
+        .get_queue_attributes()
+        .queue_url(&dead_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .expect("an ARN");
+    let url = create_queue(client, queue, 30).await;
+    set_policy(client, &url, &arn, cap).await;
+    (url, arn)
+}
+
+async fn set_policy(client: &aws_sdk_sqs::Client, url: &str, arn: &str, cap: u32) {
+    client
+        .set_queue_attributes()
+        .queue_url(url)
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"{cap}"}}"#),
+        )
+        .send()
+        .await
+        .expect("SetQueueAttributes");
+}
+
+async fn policy_cap(client: &aws_sdk_sqs::Client, url: &str) -> String {
+    let policy = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::RedrivePolicy))
+        .expect("a policy");
+    let value: serde_json::Value = serde_json::from_str(&policy).expect("JSON");
+    match &value["maxReceiveCount"] {
+        serde_json::Value::String(cap) => cap.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The policy the infrastructure set is adopted when the code declares none: a drop at its cap
+/// returns the message, SQS moves it to the dead-letter queue, and nothing is written.
+#[tokio::test]
+async fn a_policy_set_by_the_infrastructure_is_adopted_for_a_drop_at_its_cap() {
+    let client = client().await;
+    let queue = unique("adopted");
+    let dead = format!("{queue}-dead");
+    let (url, _) = provisioned(&client, &queue, &dead, 2).await;
+    send(&client, &url, &["capped".to_owned()]).await;
+    let engine = builder(&queue).await.build().expect("valid settings");
+    let stats = engine.stats();
+    let running = spawn_engine(engine, |message: Message| async move {
+        if message.receive_count() == 1 {
+            Outcome::Retry
+        } else {
+            Outcome::Drop
+        }
+    });
+    eventually(Duration::from_secs(20), "dropped at the cap", || {
+        stats.snapshot().dropped.ok == 1
+    })
+    .await;
+    // The next receive moves the returned message.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stats = running.shutdown().await;
+    assert_eq!(stats.redrive_returns, 1, "returned, not deleted");
+    assert_eq!(stats.delete_entries, 0);
+    assert_eq!(stats.set_queue_attributes.total(), 0, "nothing written");
+    assert_eq!(dead_letter_bodies(&client, &dead).await, ["capped"]);
+}
+
+/// A declared policy the queue already has is not written again.
+#[tokio::test]
+async fn a_declared_policy_the_queue_already_has_is_not_written_again() {
+    let client = client().await;
+    let queue = unique("declared-same");
+    let dead = format!("{queue}-dead");
+    let (url, _) = provisioned(&client, &queue, &dead, 3).await;
+    let engine = builder(&queue)
+        .await
+        .max_attempts(3)
+        .dead_letter(&dead)
+        .build()
+        .expect("valid settings");
+    let running = spawn_engine(engine, |_m: Message| async { Outcome::Ack });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = running.shutdown().await;
+    assert_eq!(stats.set_queue_attributes.total(), 0, "nothing written");
+    assert_eq!(policy_cap(&client, &url).await, "3");
+}
+
+/// A declared policy that differs from the queue's is written by default, and refused with
+/// `RedriveWrite::Never`, which leaves the queue's own alone.
+#[tokio::test]
+async fn a_declared_policy_that_differs_is_written_or_with_never_refused() {
+    let client = client().await;
+    let queue = unique("declared-differs");
+    let dead = format!("{queue}-dead");
+    let (url, _) = provisioned(&client, &queue, &dead, 5).await;
+
+    let refused = start_error(
+        builder(&queue)
+            .await
+            .max_attempts(2)
+            .dead_letter(&dead)
+            .redrive_write(RedriveWrite::Never)
+            .build()
+            .expect("valid settings"),
+    )
+    .await;
+    assert!(
+        matches!(&refused, Error::Misconfigured { reason, .. } if reason.contains("maxReceiveCount 5") && reason.contains("maxReceiveCount 2")),
+        "{refused}"
+    );
+    assert_eq!(policy_cap(&client, &url).await, "5", "left alone");
+
+    let engine = builder(&queue)
+        .await
+        .max_attempts(2)
+        .dead_letter(&dead)
+        .build()
+        .expect("valid settings");
+    let running = spawn_engine(engine, |_m: Message| async { Outcome::Ack });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = running.shutdown().await;
+    assert_eq!(stats.set_queue_attributes.ok, 1, "written");
+    assert_eq!(policy_cap(&client, &url).await, "2");
 }
