@@ -14,8 +14,13 @@
 //!   lets its message come back after the next one);
 //! - anything else (retry, retry_after, a drop returned for the dead-letter queue, a delivery
 //!   dropped unsettled, a failed delete): the message comes back to the queue, so the rest of its
-//!   group received with it goes back too (visibility 0, counted as returned for order), and SQS
-//!   hands them out again after it.
+//!   group received with it goes back too, hidden until the message is back and for at least a
+//!   second (counted as returned for order), and SQS hands them out again after it.
+//!
+//! The gate also remembers, for a while, the sequence numbers it returned: a later message of
+//! the group that arrives before them goes back as well. SQS never hands a group out of order,
+//! so this never happens there; an emulator that does (LocalStack hands a group out again as
+//! soon as one of its messages is returned, even while another is hidden) is kept in order too.
 //!
 //! Standard queues have no gate: nothing here runs for them.
 
