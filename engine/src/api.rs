@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::attribute::{AttributeValue, MessageAttribute};
@@ -257,7 +258,12 @@ impl CallErrorKind {
 }
 
 /// A failed SQS call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Made with [`CallError::new`] (and [`with_code`](Self::with_code)). One from the AWS SDK
+/// (through [`AwsSqs`](crate::AwsSqs)) keeps the SDK's error as its
+/// [`source`](std::error::Error::source) and the [`request_id`](Self::request_id) AWS gave it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CallError {
     /// What kind of failure it was.
     pub kind: CallErrorKind,
@@ -265,7 +271,28 @@ pub struct CallError {
     pub code: Option<String>,
     /// A description of the failure.
     pub message: String,
+    /// The request id and the underlying error, when there are any (behind one pointer, so
+    /// that errors carrying a `CallError` stay small).
+    detail: Option<Arc<Detail>>,
 }
+
+#[derive(Debug, Default)]
+struct Detail {
+    request_id: Option<String>,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl PartialEq for CallError {
+    /// Equal in kind, code, message and request id (the source is not compared).
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.code == other.code
+            && self.message == other.message
+            && self.request_id() == other.request_id()
+    }
+}
+
+impl Eq for CallError {}
 
 impl CallError {
     /// A call error of `kind` with a description.
@@ -274,7 +301,32 @@ impl CallError {
             kind,
             code: None,
             message: message.into(),
+            detail: None,
         }
+    }
+
+    /// The same error, with the error code SQS answered.
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// The same error, with the request id AWS gave the call and the error underneath.
+    #[must_use]
+    pub fn with_detail(
+        mut self,
+        request_id: Option<String>,
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        self.detail = Some(Arc::new(Detail { request_id, source }));
+        self
+    }
+
+    /// The id AWS gave the request (`x-amzn-requestid`), when it answered: what AWS support
+    /// asks for.
+    pub fn request_id(&self) -> Option<&str> {
+        self.detail.as_ref()?.request_id.as_deref()
     }
 
     /// Whether the same call may succeed if made again.
@@ -292,7 +344,12 @@ impl fmt::Display for CallError {
     }
 }
 
-impl std::error::Error for CallError {}
+impl std::error::Error for CallError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let source = self.detail.as_ref()?.source.as_deref()?;
+        Some(source as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Whether an SQS error code means "slow down".
 pub(crate) fn is_throttling_code(code: &str) -> bool {

@@ -7,6 +7,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::StalledStreamProtectionConfig;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::operation::RequestId;
 use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
@@ -375,25 +376,25 @@ fn saturating_i32(value: u64) -> i32 {
 fn classify<E, R>(error: SdkError<E, R>) -> CallError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + HttpStatus,
+    R: std::fmt::Debug + HttpStatus + Send + Sync + 'static,
 {
     let message = DisplayErrorContext(&error).to_string();
-    let (kind, code) = match &error {
+    let (kind, code, request_id) = match &error {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            (CallErrorKind::Network, None)
+            (CallErrorKind::Network, None, None)
         }
         SdkError::ServiceError(context) => {
             let code = context.err().code().map(str::to_owned);
             let status = context.raw().status();
-            (kind_of(code.as_deref(), status), code)
+            let request_id = RequestId::request_id(context.err().meta()).map(str::to_owned);
+            (kind_of(code.as_deref(), status), code, request_id)
         }
-        _ => (CallErrorKind::Other, None),
+        _ => (CallErrorKind::Other, None, None),
     };
-    CallError {
-        kind,
-        code,
-        message,
-    }
+    let mut call_error =
+        CallError::new(kind, message).with_detail(request_id, Some(Box::new(error)));
+    call_error.code = code;
+    call_error
 }
 
 /// The status code of a raw response.

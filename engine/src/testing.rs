@@ -260,19 +260,15 @@ impl Queue {
 }
 
 fn invalid(code: &str, message: impl Into<String>) -> CallError {
-    CallError {
-        kind: CallErrorKind::Invalid,
-        code: Some(code.to_owned()),
-        message: message.into(),
-    }
+    CallError::new(CallErrorKind::Invalid, message).with_code(code)
 }
 
 fn not_found(url: &str) -> CallError {
-    CallError {
-        kind: CallErrorKind::QueueNotFound,
-        code: Some("AWS.SimpleQueueService.NonExistentQueue".to_owned()),
-        message: format!("the queue {url} does not exist"),
-    }
+    CallError::new(
+        CallErrorKind::QueueNotFound,
+        format!("the queue {url} does not exist"),
+    )
+    .with_code("AWS.SimpleQueueService.NonExistentQueue")
 }
 
 fn entry_failure(code: &str, message: impl Into<String>) -> EntryResult {

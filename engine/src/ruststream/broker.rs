@@ -280,7 +280,7 @@ impl ConnectedSqsBroker {
         let name = queue.queue.clone();
         let subscribe_error = |source| SqsError::Subscribe {
             queue: name.clone(),
-            source,
+            source: Box::new(source),
         };
         // In process, the queue is watched before its receivers start, so that nothing they
         // receive escapes the harness's count, and the subscription receives as itself.

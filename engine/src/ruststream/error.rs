@@ -42,9 +42,9 @@ pub enum SqsError {
     Subscribe {
         /// The queue, as the registration named it.
         queue: String,
-        /// The engine's error.
+        /// The engine's error (boxed: it is the largest variant's payload).
         #[source]
-        source: crate::Error,
+        source: Box<crate::Error>,
     },
     /// A message cannot be sent as it is: SQS would refuse or alter it. Nothing was sent.
     #[error("publishing to `{destination}` refused: {reason}")]

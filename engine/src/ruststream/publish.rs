@@ -582,15 +582,15 @@ async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pendi
                         }
                         failed => {
                             let error = match failed {
-                                Some(EntryResult::Failed(failure)) => CallError {
-                                    kind: if failure.is_transient() {
+                                Some(EntryResult::Failed(failure)) => CallError::new(
+                                    if failure.is_transient() {
                                         CallErrorKind::Server
                                     } else {
                                         CallErrorKind::Invalid
                                     },
-                                    message: failure.message.clone().unwrap_or_default(),
-                                    code: Some(failure.code),
-                                },
+                                    failure.message.clone().unwrap_or_default(),
+                                )
+                                .with_code(failure.code),
                                 _ => CallError::new(
                                     CallErrorKind::Server,
                                     "SQS listed the entry neither as successful nor as failed",

@@ -455,11 +455,8 @@ async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
                         EntryResult::Failed(failure) if failure.is_transient() => {
                             // Out of budget: report it as the call failure it was.
                             Some(Failure::Call {
-                                error: CallError {
-                                    kind: CallErrorKind::Server,
-                                    message: failure.to_string(),
-                                    code: Some(failure.code),
-                                },
+                                error: CallError::new(CallErrorKind::Server, failure.to_string())
+                                    .with_code(failure.code),
                                 attempts: attempt,
                             })
                         }
