@@ -19,7 +19,7 @@ use super::protocol::{
     QueueUrlOutput, ReceiveMessageInput, ReceiveMessageOutput, ReceivedMessage,
     SendMessageBatchInput, SendMessageBatchOutput, SendMessageBatchResultEntry, SendMessageInput,
     SendMessageOutput, SetQueueAttributesInput, SqsError, SystemAttributes, input_error,
-    md5_of_attributes,
+    md5_of_attributes, sequence_text,
 };
 use super::queue::{Delivery, MessageData, Prepared, Queue, valid_queue_name, visibility_timeout};
 
@@ -348,8 +348,15 @@ impl Sqs {
         let (queue_url, message) = input.split();
         let queue = self.queue(&queue_url)?;
         let prepared = queue.prepare(message)?;
-        let output = sent(&prepared.data);
-        queue.store([prepared]);
+        let mut output = sent(&prepared.data);
+        if queue.fifo {
+            if let Some(stored) = queue.store_fifo([prepared]).pop() {
+                output.message_id = stored.id;
+                output.sequence_number = Some(sequence_text(stored.sequence_number));
+            }
+        } else {
+            queue.store([prepared]);
+        }
         Ok(output)
     }
 
@@ -399,7 +406,14 @@ impl Sqs {
                 Err(error) => failed.push(error.into_entry(id)),
             }
         }
-        queue.store(ready);
+        if queue.fifo {
+            for (entry, stored) in successful.iter_mut().zip(queue.store_fifo(ready)) {
+                entry.sent.message_id = stored.id;
+                entry.sent.sequence_number = Some(sequence_text(stored.sequence_number));
+            }
+        } else {
+            queue.store(ready);
+        }
         Ok(SendMessageBatchOutput { successful, failed })
     }
 
@@ -527,6 +541,7 @@ fn sent(data: &MessageData) -> SendMessageOutput {
         message_id: data.id.clone(),
         md5_of_message_body: data.md5_of_body.clone(),
         md5_of_message_attributes: data.md5_of_attributes.clone(),
+        sequence_number: None,
     }
 }
 
@@ -661,6 +676,8 @@ impl<'a> Selection<'a> {
                 .deduplication_id
                 .as_deref()
                 .filter(|_| self.wants_system("MessageDeduplicationId")),
+            sequence_number: (data.sequence_number > 0 && self.wants_system("SequenceNumber"))
+                .then(|| sequence_text(data.sequence_number)),
         };
         let (message_attributes, md5_of_message_attributes) = if self.all_message {
             (

@@ -416,6 +416,9 @@ pub(crate) struct SendMessageOutput {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) md5_of_message_attributes: Option<String>,
+    /// The message's sequence number: FIFO queues only.
+    #[serde(rename = "SequenceNumber", skip_serializing_if = "Option::is_none")]
+    pub(crate) sequence_number: Option<String>,
 }
 
 /// `SendMessageBatch` input.
@@ -588,6 +591,14 @@ pub(crate) struct SystemAttributes<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) message_deduplication_id: Option<&'a str>,
+    /// Its FIFO sequence number.
+    #[serde(rename = "SequenceNumber", skip_serializing_if = "Option::is_none")]
+    pub(crate) sequence_number: Option<String>,
+}
+
+/// A FIFO sequence number as text: 20 digits, so that text order is number order too.
+pub(crate) fn sequence_text(sequence_number: u64) -> String {
+    format!("{sequence_number:020}")
 }
 
 impl SystemAttributes<'_> {
@@ -599,6 +610,7 @@ impl SystemAttributes<'_> {
             && self.approximate_first_receive_timestamp.is_none()
             && self.message_group_id.is_none()
             && self.message_deduplication_id.is_none()
+            && self.sequence_number.is_none()
     }
 }
 

@@ -9,6 +9,17 @@
 //! passed), never a scan of the queue. A message deleted while visible leaves its id in the
 //! FIFO; the id is skipped when it comes up.
 //!
+//! A FIFO queue (a name ending in `.fifo`) keeps, besides, the rules a FIFO consumer relies
+//! on: each message has a group and a sequence number (the queue's own counter, increasing);
+//! a receive hands out a group's messages in send order, never one while an earlier message
+//! of its group is in flight, and may hand out several consecutive messages of one group;
+//! a send whose deduplication id (or, with `ContentBasedDeduplication`, body) was seen in
+//! the last five minutes is answered with the first message's id and not stored again.
+//! Simplified against SQS: deduplication keys on the MD5 of the body rather than its
+//! SHA-256, `ReceiveRequestAttemptId` is ignored, and a receive walks the groups whose
+//! oldest message is oldest first (O(groups) per receive). Standard queues never touch this
+//! state. A benchmark target, not a reference implementation.
+//!
 //! Times that clients see (`SentTimestamp`, `ApproximateFirstReceiveTimestamp`,
 //! `CreatedTimestamp`) are wall-clock; visibility and delay deadlines use tokio's clock.
 
@@ -188,6 +199,40 @@ const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 /// A map keyed by message sequence number.
 type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
 
+/// How long a FIFO queue remembers a deduplication id.
+const DEDUPLICATION_WINDOW: Duration = Duration::from_secs(300);
+
+/// One message group of a FIFO queue.
+#[derive(Debug, Default)]
+struct Group {
+    /// Its messages not deleted yet, in send order.
+    pending: VecDeque<u64>,
+    /// How many of them are in flight.
+    in_flight: usize,
+}
+
+/// What only a FIFO queue keeps.
+#[derive(Debug, Default)]
+struct FifoState {
+    /// The groups with messages, by id.
+    groups: HashMap<Arc<str>, Group>,
+    /// Deduplication ids seen in the window: the message id and sequence number first sent
+    /// with each.
+    seen: HashMap<String, (String, u64)>,
+    /// When each deduplication id of `seen` expires, oldest first.
+    expiries: VecDeque<(Instant, String)>,
+}
+
+/// What a send to a FIFO queue answers for one message: its id and sequence number (those
+/// of the first message sent with its deduplication id, for a duplicate).
+#[derive(Debug, Clone)]
+pub(crate) struct FifoSent {
+    /// The message id.
+    pub(crate) id: String,
+    /// The sequence number.
+    pub(crate) sequence_number: u64,
+}
+
 /// What never changes about a message once sent; shared with the answers that carry it.
 #[derive(Debug)]
 pub(crate) struct MessageData {
@@ -210,6 +255,9 @@ pub(crate) struct MessageData {
     pub(crate) group_id: Option<String>,
     /// FIFO deduplication id, as sent.
     pub(crate) deduplication_id: Option<String>,
+    /// FIFO sequence number (the queue's own sequence number plus one), set when stored; 0 on
+    /// a standard queue.
+    pub(crate) sequence_number: u64,
 }
 
 /// One receive of a message: what a `ReceiveMessage` answer tells of it.
@@ -286,6 +334,8 @@ struct State {
     delayed_count: usize,
     /// The age of each deleted message when its delete was answered, in microseconds.
     deleted_ages: Histogram<u64>,
+    /// A FIFO queue's groups and deduplication ids; `None` on a standard queue.
+    fifo: Option<Box<FifoState>>,
 }
 
 /// The age of the messages a queue deleted, from their `SendMessage` to the answer to their
@@ -316,8 +366,7 @@ pub(crate) struct Queue {
     pub(crate) arn: String,
     /// A number no other queue of this server ever had: part of receipt handles.
     pub(crate) incarnation: u64,
-    /// Whether it was created as a FIFO queue (stored and reported; it behaves as a
-    /// standard queue).
+    /// Whether it was created as a FIFO queue (with the FIFO rules of the module's doc).
     pub(crate) fifo: bool,
     /// When it was created, in epoch seconds.
     created_secs: u64,
@@ -373,6 +422,7 @@ impl Queue {
             delayed_count: 0,
             deleted_ages: Histogram::new_with_bounds(1, MAX_AGE_MICROS, 3)
                 .expect("1 µs..=10 min at 3 significant digits are valid histogram bounds"),
+            fifo: fifo.then(Box::default),
         };
         let settable: Vec<(&String, &String)> = attributes
             .iter()
@@ -577,6 +627,18 @@ impl Queue {
                 "a message sent to a FIFO queue needs a MessageGroupId",
             ));
         }
+        let content_based = fifo
+            && self
+                .lock()
+                .attribute("ContentBasedDeduplication")
+                .is_some_and(|value| value.eq_ignore_ascii_case("true"));
+        if fifo && message.deduplication_id.is_none() && !content_based {
+            return Err(SqsError::new(
+                ErrorKind::InvalidParameterValue,
+                "the queue should either have ContentBasedDeduplication enabled or \
+                 MessageDeduplicationId provided explicitly",
+            ));
+        }
         let md5_of_attributes = md5_of_attributes(
             message
                 .attributes
@@ -594,6 +656,7 @@ impl Queue {
                 sent_at: Instant::now(),
                 group_id: message.group_id,
                 deduplication_id: message.deduplication_id,
+                sequence_number: 0,
             },
             delay,
         })
@@ -610,6 +673,58 @@ impl Queue {
         self.changed.notify_waiters();
     }
 
+    /// Stores prepared messages of a FIFO queue, all under one lock, and wakes the long
+    /// polls; answers each one's id and sequence number. A message whose deduplication id
+    /// (or body, with `ContentBasedDeduplication`) was seen in the last five minutes is not
+    /// stored: it answers the first one's.
+    pub(crate) fn store_fifo(&self, prepared: impl IntoIterator<Item = Prepared>) -> Vec<FifoSent> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let mut sent = Vec::new();
+        for Prepared { mut data, delay } in prepared {
+            let key = data
+                .deduplication_id
+                .clone()
+                .unwrap_or_else(|| format!("body:{}", data.md5_of_body));
+            let seq = state.next_seq;
+            let Some(fifo) = state.fifo.as_deref_mut() else {
+                break;
+            };
+            while fifo
+                .expiries
+                .front()
+                .is_some_and(|(expiry, _)| *expiry <= now)
+            {
+                if let Some((_, key)) = fifo.expiries.pop_front() {
+                    fifo.seen.remove(&key);
+                }
+            }
+            if let Some((id, sequence_number)) = fifo.seen.get(&key) {
+                sent.push(FifoSent {
+                    id: id.clone(),
+                    sequence_number: *sequence_number,
+                });
+                continue;
+            }
+            // Counted from 1: 0 is a standard queue's message.
+            let sequence_number = seq + 1;
+            fifo.seen
+                .insert(key.clone(), (data.id.clone(), sequence_number));
+            fifo.expiries.push_back((now + DEDUPLICATION_WINDOW, key));
+            let group: Arc<str> = Arc::from(data.group_id.as_deref().unwrap_or_default());
+            fifo.groups.entry(group).or_default().pending.push_back(seq);
+            data.sequence_number = sequence_number;
+            sent.push(FifoSent {
+                id: data.id.clone(),
+                sequence_number,
+            });
+            state.store(Arc::new(data), now, delay);
+        }
+        drop(state);
+        self.changed.notify_waiters();
+        sent
+    }
+
     /// Receives visible messages into `out` until it holds `max`, making each invisible for
     /// `visibility`.
     /// Also answers the earliest deadline of an invisible message, when there is one: when
@@ -624,6 +739,10 @@ impl Queue {
         let now_millis = epoch_millis();
         let mut state = self.lock();
         state.release_due(now);
+        if state.fifo.is_some() {
+            state.receive_fifo(self.incarnation, max, now + visibility, now_millis, out);
+            return state.deadlines.first().map(|(deadline, _)| *deadline);
+        }
         while out.len() < max {
             let Some(seq) = state.visible.pop_front() else {
                 break;
@@ -672,6 +791,12 @@ impl Queue {
         state
             .deleted_ages
             .saturating_record(micros.clamp(1, MAX_AGE_MICROS));
+        let fifo = state.fifo.is_some();
+        drop(state);
+        if fifo {
+            // The group's next message may be receivable now.
+            self.changed.notify_waiters();
+        }
         Ok(())
     }
 
@@ -735,6 +860,9 @@ impl Queue {
         state.visible_count = 0;
         state.in_flight_count = 0;
         state.delayed_count = 0;
+        if let Some(fifo) = state.fifo.as_deref_mut() {
+            fifo.groups.clear();
+        }
     }
 
     /// The handle `text` parsed, when it is well formed and of this queue.
@@ -773,7 +901,9 @@ impl State {
         let seq = self.next_seq;
         self.next_seq += 1;
         let visibility = if delay.is_zero() {
-            self.visible.push_back(seq);
+            if self.fifo.is_none() {
+                self.visible.push_back(seq);
+            }
             self.visible_count += 1;
             Visibility::Visible
         } else {
@@ -793,6 +923,64 @@ impl State {
         );
     }
 
+    /// A FIFO queue's receive: the groups with no message in flight, oldest first message
+    /// first, each handing out its consecutive visible messages from the oldest, into `out`
+    /// until it holds `max`; each made invisible until `deadline`.
+    fn receive_fifo(
+        &mut self,
+        incarnation: u64,
+        max: usize,
+        deadline: Instant,
+        now_millis: u64,
+        out: &mut Vec<Delivery>,
+    ) {
+        let Some(fifo) = self.fifo.as_deref_mut() else {
+            return;
+        };
+        let mut ready: Vec<(u64, Arc<str>)> = fifo
+            .groups
+            .iter()
+            .filter(|(_, group)| group.in_flight == 0)
+            .filter_map(|(name, group)| Some((*group.pending.front()?, Arc::clone(name))))
+            .collect();
+        ready.sort_unstable_by_key(|(head, _)| *head);
+        for (_, name) in ready {
+            if out.len() >= max {
+                break;
+            }
+            let Some(group) = fifo.groups.get_mut(&name) else {
+                continue;
+            };
+            for &seq in &group.pending {
+                if out.len() >= max {
+                    break;
+                }
+                let Some(stored) = self.messages.get_mut(&seq) else {
+                    break;
+                };
+                if stored.visibility != Visibility::Visible {
+                    break;
+                }
+                stored.receive_count = stored.receive_count.saturating_add(1);
+                let first_receive_millis = *stored.first_receive_millis.get_or_insert(now_millis);
+                stored.visibility = Visibility::InFlight(deadline);
+                out.push(Delivery {
+                    data: Arc::clone(&stored.data),
+                    handle: ReceiptHandle {
+                        incarnation,
+                        seq,
+                        receive_count: stored.receive_count,
+                    },
+                    first_receive_millis,
+                });
+                self.deadlines.insert((deadline, seq));
+                self.visible_count -= 1;
+                self.in_flight_count += 1;
+                group.in_flight += 1;
+            }
+        }
+    }
+
     /// Makes visible every in-flight or delayed message whose deadline is not after `now`.
     fn release_due(&mut self, now: Instant) {
         while let Some(&(deadline, seq)) = self.deadlines.first() {
@@ -804,12 +992,22 @@ impl State {
                 continue;
             };
             match stored.visibility {
-                Visibility::InFlight(d) if d == deadline => self.in_flight_count -= 1,
+                Visibility::InFlight(d) if d == deadline => {
+                    self.in_flight_count -= 1;
+                    if let Some(fifo) = self.fifo.as_deref_mut() {
+                        let group = stored.data.group_id.as_deref().unwrap_or_default();
+                        if let Some(group) = fifo.groups.get_mut(group) {
+                            group.in_flight = group.in_flight.saturating_sub(1);
+                        }
+                    }
+                }
                 Visibility::Delayed(d) if d == deadline => self.delayed_count -= 1,
                 _ => continue,
             }
             stored.visibility = Visibility::Visible;
-            self.visible.push_back(seq);
+            if self.fifo.is_none() {
+                self.visible.push_back(seq);
+            }
             self.visible_count += 1;
         }
     }
@@ -819,6 +1017,20 @@ impl State {
         let Some(stored) = self.messages.remove(&seq) else {
             return;
         };
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            let name = stored.data.group_id.as_deref().unwrap_or_default();
+            if let Some(group) = fifo.groups.get_mut(name) {
+                if let Some(at) = group.pending.iter().position(|s| *s == seq) {
+                    group.pending.remove(at);
+                }
+                if matches!(stored.visibility, Visibility::InFlight(_)) {
+                    group.in_flight = group.in_flight.saturating_sub(1);
+                }
+                if group.pending.is_empty() {
+                    fifo.groups.remove(name);
+                }
+            }
+        }
         match stored.visibility {
             // Its id stays in the visible FIFO, to be skipped.
             Visibility::Visible => self.visible_count -= 1,

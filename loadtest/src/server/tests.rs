@@ -828,3 +828,155 @@ where
     }
     outputs
 }
+
+/// The `(group, sequence number, body)` of each message.
+fn fifo_view(messages: &[aws_sdk_sqs::types::Message]) -> Vec<(String, String, String)> {
+    messages
+        .iter()
+        .map(|message| {
+            let attributes = message
+                .attributes()
+                .expect("system attributes were asked for");
+            (
+                attributes
+                    .get(&MessageSystemAttributeName::MessageGroupId)
+                    .cloned()
+                    .expect("a FIFO message has its MessageGroupId"),
+                attributes
+                    .get(&MessageSystemAttributeName::SequenceNumber)
+                    .cloned()
+                    .expect("a FIFO message has its SequenceNumber"),
+                message.body().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fifo_queue_hands_out_each_group_in_order_and_one_batch_at_a_time() {
+    let (_server, client) = start().await;
+    let url = create(
+        &client,
+        "groups.fifo",
+        &[(QueueAttributeName::FifoQueue, "true")],
+    )
+    .await;
+
+    // A group is required, and a deduplication id without content-based deduplication.
+    let refused = client
+        .send_message()
+        .queue_url(&url)
+        .message_body("no group")
+        .message_deduplication_id("d")
+        .send()
+        .await
+        .expect_err("a FIFO message needs a group");
+    assert_eq!(refused.code(), Some("MissingParameter"));
+    let refused = client
+        .send_message()
+        .queue_url(&url)
+        .message_body("no dedup")
+        .message_group_id("a")
+        .send()
+        .await
+        .expect_err("a FIFO message needs a deduplication id here");
+    assert_eq!(refused.code(), Some("InvalidParameterValue"));
+
+    // a1 b1 a2 a3 b2, interleaved; sequence numbers increase in send order.
+    let mut sequence_numbers = Vec::new();
+    for (index, (group, body)) in [
+        ("a", "a1"),
+        ("b", "b1"),
+        ("a", "a2"),
+        ("a", "a3"),
+        ("b", "b2"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sent = client
+            .send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .message_group_id(group)
+            .message_deduplication_id(format!("m{index}"))
+            .send()
+            .await
+            .expect("SendMessage succeeds");
+        sequence_numbers.push(
+            sent.sequence_number()
+                .expect("a FIFO send answers its sequence number")
+                .to_owned(),
+        );
+    }
+    assert!(sequence_numbers.windows(2).all(|pair| pair[0] < pair[1]));
+    // A duplicate within the window is answered, not stored.
+    let duplicate = client
+        .send_message()
+        .queue_url(&url)
+        .message_body("a1 again")
+        .message_group_id("a")
+        .message_deduplication_id("m0")
+        .send()
+        .await
+        .expect("a duplicate send succeeds");
+    assert_eq!(
+        duplicate.sequence_number(),
+        Some(sequence_numbers[0].as_str())
+    );
+
+    // One receive of two: group a's first two, consecutive, with their attributes.
+    let first_messages = receive(&client, &url, 2, 0, Some(30)).await;
+    let first = fifo_view(&first_messages);
+    assert_eq!(
+        first,
+        [
+            ("a".to_owned(), sequence_numbers[0].clone(), "a1".to_owned()),
+            ("a".to_owned(), sequence_numbers[2].clone(), "a2".to_owned()),
+        ]
+    );
+    // Group a is blocked while a1 and a2 are in flight: only b comes, both of it.
+    let second = receive(&client, &url, 10, 0, Some(1)).await;
+    let bodies: Vec<String> = fifo_view(&second).into_iter().map(|m| m.2).collect();
+    assert_eq!(bodies, ["b1", "b2"]);
+    // Nothing more while both groups have messages in flight.
+    assert!(receive(&client, &url, 10, 0, Some(30)).await.is_empty());
+
+    // b's messages come back in order after their visibility timeout.
+    let again = receive(&client, &url, 10, 3, Some(30)).await;
+    let bodies: Vec<String> = fifo_view(&again).into_iter().map(|m| m.2).collect();
+    assert_eq!(bodies, ["b1", "b2"]);
+    assert!(again.iter().all(|m| receive_count(m) == 2));
+
+    // a3 waits until a1 and a2 are deleted; a long poll sees it as soon as they are.
+    client
+        .delete_message()
+        .queue_url(&url)
+        .receipt_handle(first_messages[0].receipt_handle().unwrap_or_default())
+        .send()
+        .await
+        .expect("DeleteMessage succeeds");
+    assert!(receive(&client, &url, 10, 0, Some(30)).await.is_empty());
+    let waiting = receive(&client, &url, 10, 5, Some(30));
+    let deleting = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle(first_messages[1].receipt_handle().unwrap_or_default())
+            .send()
+            .await
+            .expect("DeleteMessage succeeds");
+    };
+    let started = Instant::now();
+    let (last, ()) = tokio::join!(waiting, deleting);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "woken by the delete"
+    );
+    let last = fifo_view(&last);
+    assert_eq!(
+        last,
+        [("a".to_owned(), sequence_numbers[3].clone(), "a3".to_owned())]
+    );
+}
