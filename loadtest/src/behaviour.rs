@@ -142,6 +142,14 @@ pub(crate) fn parse_body(body: &str) -> (&str, Option<u64>) {
     (&body[..key_end], sent)
 }
 
+/// The FIFO group and the number in that group of a body written by a FIFO fill
+/// (`loadtest message 17 1764500000123456 7/0 xxx`, see [`crate::fill::fifo_body`]); `None`
+/// for any other body.
+pub(crate) fn parse_group_seq(body: &str) -> Option<(u64, u64)> {
+    let (group, seq) = body.split(' ').nth(4)?.split_once('/')?;
+    Some((group.parse().ok()?, seq.parse().ok()?))
+}
+
 /// Parses a share: a number in 0..=1.
 ///
 /// # Errors
@@ -234,6 +242,14 @@ mod tests {
             ("loadtest message 17", None)
         );
         assert_eq!(parse_body("hello"), ("hello", None));
+        assert_eq!(
+            parse_group_seq("loadtest message 17 1764500000123456 7/3 xxxx"),
+            Some((7, 3))
+        );
+        assert_eq!(
+            parse_group_seq("loadtest message 17 1764500000123456 xxxx"),
+            None
+        );
     }
 
     #[test]

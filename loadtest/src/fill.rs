@@ -91,6 +91,9 @@ struct Fill {
     calls: AtomicU64,
     /// Entries sent again after SQS refused them.
     resent: AtomicU64,
+    /// FIFO message groups the messages are spread over, in turn; `None` on a standard
+    /// queue.
+    groups: Option<u64>,
 }
 
 /// Runs `loadtest fill`: prints the report and, with `--json`, writes it.
@@ -112,6 +115,7 @@ pub(crate) async fn run(args: FillArgs) -> Result<()> {
         args.messages,
         args.size,
         args.concurrency,
+        None,
     )
     .await
     .with_context(|| format!("filling `{}`", args.queue))?;
@@ -164,6 +168,10 @@ pub(crate) struct Filled {
 /// Puts `total` messages of `body_size` bytes on the queue at `queue_url` with
 /// `SendMessageBatch`, `concurrency` calls in flight, logging progress at `info`.
 ///
+/// With `groups` (a FIFO queue), message `i` goes to group `i % groups` as that group's
+/// message `i / groups` (written in its body, see [`fifo_body`]), with deduplication id `i`,
+/// one call at a time so that each group's messages land in the order of their numbers.
+///
 /// # Errors
 ///
 /// When a call fails after the SDK's own retries, or SQS keeps refusing some messages.
@@ -173,8 +181,11 @@ pub(crate) async fn fill_queue(
     total: u64,
     body_size: usize,
     concurrency: usize,
+    groups: Option<u64>,
 ) -> Result<Filled> {
     let batch_size = batch_size_for(body_size);
+    let concurrency = if groups.is_some() { 1 } else { concurrency };
+    let groups = groups.map(|groups| groups.max(1));
     let fill = Arc::new(Fill {
         client,
         queue_url,
@@ -185,6 +196,7 @@ pub(crate) async fn fill_queue(
         sent: AtomicU64::new(0),
         calls: AtomicU64::new(0),
         resent: AtomicU64::new(0),
+        groups,
     });
     let start = Instant::now();
     let batches = total.div_ceil(batch_size as u64);
@@ -247,6 +259,25 @@ pub(crate) fn body(index: u64, sent_micros: u64, size: usize) -> String {
     body
 }
 
+/// The body of message `index` of a FIFO fill over `groups` groups: as [`body`], with its
+/// group and its number in the group after the send time (`loadtest message 17
+/// 1764500000123456 7/0 xxx`), which the load test's handlers read back with
+/// [`crate::behaviour::parse_group_seq`].
+pub(crate) fn fifo_body(index: u64, sent_micros: u64, size: usize, groups: u64) -> String {
+    let mut body = format!(
+        "loadtest message {index} {sent_micros} {}/{} ",
+        index % groups,
+        index / groups
+    );
+    if body.len() >= size {
+        body.truncate(size);
+    } else {
+        let padding = size - body.len();
+        body.extend(std::iter::repeat_n('x', padding));
+    }
+    body
+}
+
 /// Microseconds since the Unix epoch, now; zero if the clock is before it.
 pub(crate) fn now_micros() -> u64 {
     std::time::SystemTime::now()
@@ -279,11 +310,16 @@ async fn send_batches(fill: Arc<Fill>) -> Result<()> {
 async fn send_batch(fill: &Fill, first: u64, count: u64) -> Result<()> {
     let mut pending = (0..count)
         .map(|offset| {
-            SendMessageBatchRequestEntry::builder()
-                .id(offset.to_string())
-                .message_body(body(first + offset, now_micros(), fill.body_size))
-                .build()
-                .context("building a SendMessageBatch entry")
+            let index = first + offset;
+            let entry = SendMessageBatchRequestEntry::builder().id(offset.to_string());
+            let entry = match fill.groups {
+                None => entry.message_body(body(index, now_micros(), fill.body_size)),
+                Some(groups) => entry
+                    .message_body(fifo_body(index, now_micros(), fill.body_size, groups))
+                    .message_group_id(format!("g{}", index % groups))
+                    .message_deduplication_id(index.to_string()),
+            };
+            entry.build().context("building a SendMessageBatch entry")
         })
         .collect::<Result<Vec<_>>>()?;
     let mut delay = FIRST_RESEND_DELAY;

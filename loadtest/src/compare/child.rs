@@ -115,6 +115,7 @@ pub(crate) async fn run(args: ChildArgs) -> Result<()> {
         e2e: probe.e2e.percentiles(),
         round_trip: probe.round_trip.percentiles(),
         timeline,
+        order_violations: job.fifo_groups.map(|_| probe.order.violations()),
     };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{RESULT}{}", serde_json::to_string(&result)?)?;

@@ -37,6 +37,9 @@ pub(crate) struct Job {
     pub(crate) body_size: usize,
     /// Seconds after which the child gives up and reports what it did.
     pub(crate) timeout_secs: u64,
+    /// FIFO message groups of the queue (a FIFO scenario); `None` on a standard queue.
+    #[serde(default)]
+    pub(crate) fifo_groups: Option<u64>,
 }
 
 /// What a child measured, printed as one JSON line after `result `.
@@ -66,4 +69,8 @@ pub(crate) struct ChildResult {
     pub(crate) round_trip: Option<Percentiles>,
     /// `[seconds, messages finished]` every 50 ms, and at the last finished message.
     pub(crate) timeline: Vec<[f64; 2]>,
+    /// FIFO order violations the handlers saw (see [`super::probe::OrderCheck`]); `None`
+    /// outside a FIFO scenario.
+    #[serde(default)]
+    pub(crate) order_violations: Option<u64>,
 }

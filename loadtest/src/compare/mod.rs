@@ -544,11 +544,19 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                 if scenario.kind == ScenarioKind::Heartbeat && !system.has_heartbeat() {
                     continue;
                 }
+                if scenario.fifo_groups.is_some() && !system.runs_fifo() {
+                    continue;
+                }
                 let queue = format!(
-                    "lt-{run_id}-{}-{}-{}-{repetition}",
+                    "lt-{run_id}-{}-{}-{}-{repetition}{}",
                     scenario.kind.name(),
                     scenario.latency.short(),
-                    system.name()
+                    system.name(),
+                    if scenario.fifo_groups.is_some() {
+                        ".fifo"
+                    } else {
+                        ""
+                    }
                 );
                 let queue_url = create_queue(&client, &queue).await?;
                 let messages =
@@ -565,6 +573,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                         messages,
                         args.body_size,
                         16,
+                        scenario.fifo_groups,
                     )
                     .await
                     .with_context(|| format!("filling {queue}"))?;
@@ -584,6 +593,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     light: scenario.light,
                     body_size: args.body_size,
                     timeout_secs: args.timeout_secs,
+                    fifo_groups: scenario.fifo_groups,
                 };
                 let mark = target.calls.mark();
                 let label = format!(
@@ -692,11 +702,14 @@ fn plan(
         .collect())
 }
 
-/// Creates a standard queue named `name` (default attributes) and returns its URL.
+/// Creates a queue named `name` (default attributes; a FIFO queue when the name ends in
+/// `.fifo`) and returns its URL.
 async fn create_queue(client: &Client, name: &str) -> Result<String> {
-    let output = client
-        .create_queue()
-        .queue_name(name)
+    let mut create = client.create_queue().queue_name(name);
+    if name.ends_with(".fifo") {
+        create = create.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+    }
+    let output = create
         .send()
         .await
         .map_err(|error| anyhow::anyhow!("CreateQueue {name}: {}", DisplayErrorContext(error)))?;
@@ -791,7 +804,8 @@ something else
                 "io-50ms",
                 "mixed",
                 "heartbeat",
-                "light"
+                "light",
+                "fifo"
             ]
         );
         assert_eq!(plan_of(false).len(), ScenarioKind::ALL.len());

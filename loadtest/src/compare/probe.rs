@@ -1,6 +1,7 @@
 //! What a system measures about itself in its child process: messages finished, deliveries,
 //! latencies, the throughput timeline, and the moment the last message was settled.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -67,6 +68,53 @@ impl Latencies {
     }
 }
 
+/// The order a FIFO scenario's handlers kept: each handler reports its message's group and
+/// number in the group (from the body) when it starts and when it ends. A violation is a
+/// message started while another of its group was running, or a message acked after a later
+/// one of its group was.
+#[derive(Debug, Default)]
+pub(crate) struct OrderCheck {
+    /// By group: handlers running, and the highest number acked.
+    groups: Mutex<HashMap<u64, (u32, Option<u64>)>>,
+    /// Violations so far.
+    violations: AtomicU64,
+}
+
+impl OrderCheck {
+    /// A handler starts on message `seq` of `group`.
+    pub(crate) fn started(&self, group: u64, _seq: u64) {
+        let Ok(mut groups) = self.groups.lock() else {
+            return;
+        };
+        let (running, _) = groups.entry(group).or_default();
+        if *running > 0 {
+            self.violations.fetch_add(1, Ordering::Relaxed);
+        }
+        *running += 1;
+    }
+
+    /// The handler of message `seq` of `group` returned; `acked` when its outcome was an ack
+    /// or a drop.
+    pub(crate) fn ended(&self, group: u64, seq: u64, acked: bool) {
+        let Ok(mut groups) = self.groups.lock() else {
+            return;
+        };
+        let (running, last) = groups.entry(group).or_default();
+        *running = running.saturating_sub(1);
+        if acked {
+            if last.is_some_and(|last| seq < last) {
+                self.violations.fetch_add(1, Ordering::Relaxed);
+            }
+            *last = Some(last.map_or(seq, |last| last.max(seq)));
+        }
+    }
+
+    /// Violations so far.
+    pub(crate) fn violations(&self) -> u64 {
+        self.violations.load(Ordering::Relaxed)
+    }
+}
+
 /// The measurements of one system's run, shared by its tasks.
 #[derive(Debug)]
 pub(crate) struct Probe {
@@ -90,6 +138,8 @@ pub(crate) struct Probe {
     pub(crate) settlement: Latencies,
     /// One SQS call's round trip (the light-load sender's SendMessage).
     pub(crate) round_trip: Latencies,
+    /// The order FIFO messages were handled in.
+    pub(crate) order: OrderCheck,
 }
 
 impl Probe {
@@ -106,6 +156,7 @@ impl Probe {
             e2e: Latencies::new(),
             settlement: Latencies::new(),
             round_trip: Latencies::new(),
+            order: OrderCheck::default(),
         }
     }
 
@@ -179,6 +230,24 @@ mod tests {
         probe.finished(5);
         assert!((probe.elapsed_secs() - end).abs() < f64::EPSILON);
         assert_eq!(probe.finished_count(), 8);
+    }
+
+    #[test]
+    fn overlapping_or_reordered_messages_of_a_group_are_violations() {
+        let order = OrderCheck::default();
+        order.started(1, 0);
+        order.started(2, 0);
+        order.ended(1, 0, true);
+        order.started(1, 1);
+        order.ended(1, 1, true);
+        order.ended(2, 0, true);
+        assert_eq!(order.violations(), 0);
+        // Group 3: 1 starts while 0 runs, and 0 is acked after 1.
+        order.started(3, 0);
+        order.started(3, 1);
+        order.ended(3, 1, true);
+        order.ended(3, 0, true);
+        assert_eq!(order.violations(), 2);
     }
 
     #[test]

@@ -25,17 +25,21 @@ pub(crate) enum ScenarioKind {
     /// One message at a time: send, wait until it is finished, repeat (200 messages). Its
     /// messages/s are the harness's cycle rate, not a throughput.
     Light,
+    /// A FIFO queue of 100 groups, messages interleaved across them, handlers of 5 ms: each
+    /// group in order, and the handlers' order violations counted.
+    Fifo,
 }
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub(crate) const ALL: [ScenarioKind; 6] = [
+    pub(crate) const ALL: [ScenarioKind; 7] = [
         Self::AckOnly,
         Self::Io5ms,
         Self::Io50ms,
         Self::Mixed,
         Self::Heartbeat,
         Self::Light,
+        Self::Fifo,
     ];
 
     /// A short, stable name.
@@ -47,6 +51,7 @@ impl ScenarioKind {
             Self::Mixed => "mixed",
             Self::Heartbeat => "heartbeat",
             Self::Light => "light",
+            Self::Fifo => "fifo",
         }
     }
 }
@@ -68,7 +73,12 @@ pub(crate) struct Scenario {
     pub(crate) latency: Latency,
     /// Receive-and-delete loops of the raw ceiling.
     pub(crate) ceiling_loops: usize,
+    /// A FIFO queue's message groups; `None` for a standard queue.
+    pub(crate) fifo_groups: Option<u64>,
 }
+
+/// The message groups of the FIFO scenario.
+pub(crate) const FIFO_GROUPS: u64 = 100;
 
 impl Scenario {
     /// The scenario `kind` with message counts scaled by `scale` (1.0: 20 000 messages
@@ -78,6 +88,7 @@ impl Scenario {
         let mut behaviour = Behaviour::default();
         let mut visibility_secs = None;
         let mut light = false;
+        let mut fifo_groups = None;
         let messages = match kind {
             ScenarioKind::AckOnly => scaled(20_000.0),
             ScenarioKind::Io5ms => {
@@ -104,6 +115,12 @@ impl Scenario {
                 light = true;
                 200
             }
+            ScenarioKind::Fifo => {
+                behaviour.delay = Duration::from_millis(5);
+                fifo_groups = Some(FIFO_GROUPS);
+                // Short: ruststream-sqs-sns moves some 200 messages a second here.
+                scaled(2_000.0)
+            }
         };
         Self {
             kind,
@@ -113,6 +130,7 @@ impl Scenario {
             light,
             latency: Latency::None,
             ceiling_loops: 16,
+            fifo_groups,
         }
     }
 
@@ -154,5 +172,9 @@ mod tests {
             128
         );
         assert!(Scenario::sized(ScenarioKind::Light, 1.0, 64).light);
+        assert_eq!(
+            Scenario::sized(ScenarioKind::Fifo, 1.0, 64).fifo_groups,
+            Some(FIFO_GROUPS)
+        );
     }
 }

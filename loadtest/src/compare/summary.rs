@@ -84,6 +84,9 @@ pub(crate) struct Row {
     pub(crate) e2e_settled: Option<Percentiles>,
     /// SendMessage round trips (light load only).
     pub(crate) round_trip: Option<Percentiles>,
+    /// FIFO order violations the handlers saw, all runs (a message started while another of
+    /// its group ran, or acked after a later one of its group); the FIFO scenario only.
+    pub(crate) order_violations: Option<u64>,
     /// Against the naive loop of the same scenario.
     pub(crate) vs_naive: Ratios,
     /// Against the raw ceiling of the same scenario.
@@ -225,6 +228,10 @@ impl Row {
             e2e: mean_percentiles(e2es.iter().copied()),
             e2e_settled: mean_percentiles(e2es_settled.iter().copied()),
             round_trip: mean_percentiles(trips.iter().copied()),
+            order_violations: runs
+                .iter()
+                .filter_map(|r| r.result.order_violations)
+                .reduce(|a, b| a + b),
             vs_naive: Ratios::default(),
             vs_ceiling: Ratios::default(),
         })
@@ -405,6 +412,14 @@ fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
         5.0,
         false,
     ));
+    if let Some(fifo) = find(ScenarioKind::Fifo, System::SqsEngine) {
+        goals.push(goal(
+            "sqs-engine order violations, fifo",
+            fifo.order_violations.map(|v| v as f64),
+            0.0,
+            true,
+        ));
+    }
     let light = find(ScenarioKind::Light, System::SqsEngine);
     goals.push(goal(
         "sqs-engine settlement p99 minus SendMessage round trip p99 (ms), light load",
@@ -447,7 +462,7 @@ impl fmt::Display for Summary {
         writeln!(f, "comparison on {}", self.target)?;
         writeln!(
             f,
-            "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20}",
+            "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20} {:>6}",
             "scenario",
             "system",
             "msg/s",
@@ -460,7 +475,8 @@ impl fmt::Display for Summary {
             "rss MiB",
             "settle p50/p99/max ms",
             "send>handler p50/p99",
-            "send>settled p50/p99"
+            "send>settled p50/p99",
+            "order!"
         )?;
         for row in &self.rows {
             let settle = row.settlement.map_or_else(
@@ -489,7 +505,7 @@ impl fmt::Display for Summary {
             let rate_ratio = |ratio: Option<f64>| if light { "-".to_owned() } else { times(ratio) };
             writeln!(
                 f,
-                "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20}{}",
+                "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20} {:>6}{}",
                 scenario_label(row),
                 system_label(row),
                 rate,
@@ -503,6 +519,8 @@ impl fmt::Display for Summary {
                 settle,
                 e2e,
                 e2e_settled,
+                row.order_violations
+                    .map_or_else(|| "-".to_owned(), |v| v.to_string()),
                 if row.completed { "" } else { "  INCOMPLETE" }
             )?;
         }
@@ -536,6 +554,17 @@ impl fmt::Display for Summary {
              message's delete (an ack or drop settled), measured by the embedded server (n/a \
              elsewhere). All latencies in ms."
         )?;
+        if self.rows.iter().any(|r| r.order_violations.is_some()) {
+            writeln!(
+                f,
+                "order!: fifo only (a FIFO queue, {} groups, messages interleaved across them): \
+                 messages started while another of their group ran, plus messages acked after \
+                 a later one of their group, all runs; 0 keeps every group's order. The \
+                 RustStream brokers mount with keyed workers (workers(n, by_key)). The naive \
+                 loop and the raw ceiling sit it out (the ceiling has no handler).",
+                super::scenario::FIFO_GROUPS
+            )?;
+        }
         if let Some(excess) = self.server_over_own_calls.filter(|e| *e > 1.02) {
             writeln!(
                 f,

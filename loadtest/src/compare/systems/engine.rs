@@ -2,7 +2,8 @@
 //! work. The engine counts its own calls ([`sqs_engine::Stats`]); its settlement latency
 //! comes from its `sqs_engine_settlement_latency_seconds` histogram, and its finished messages
 //! from its `sqs_engine_settlements_total` counter, both through the child's recorder
-//! ([`crate::compare::recorder`]).
+//! ([`crate::compare::recorder`]). On a FIFO queue (a name ending in `.fifo`) the engine
+//! keeps each group's order by itself, with its defaults.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use aws_config::SdkConfig;
 use sqs_engine::{Engine, Message, Outcome, Stats};
 
 use super::Calls;
-use crate::behaviour::{Verdict, parse_body};
+use crate::behaviour::{Verdict, parse_body, parse_group_seq};
 use crate::compare::job::Job;
 use crate::compare::probe::Probe;
 
@@ -39,9 +40,17 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
             let (key, sent) = parse_body(message.body());
             probe.delivered(sent);
             let decision = behaviour.decide(key, message.receive_count());
+            let order = parse_group_seq(message.body());
+            if let Some((group, seq)) = order {
+                probe.order.started(group, seq);
+            }
+            let probe = Arc::clone(&probe);
             async move {
                 if !decision.wait.is_zero() {
                     tokio::time::sleep(decision.wait).await;
+                }
+                if let Some((group, seq)) = order {
+                    probe.order.ended(group, seq, decision.verdict.is_final());
                 }
                 match decision.verdict {
                     Verdict::Ack => Outcome::Ack,

@@ -73,6 +73,17 @@ impl System {
         )
     }
 
+    /// Whether it runs the FIFO scenario: the systems that keep a group's order. The raw
+    /// ceiling has no handler, so no order to check, and the naive loop is left out to keep
+    /// the comparison short: its order would be the server's alone (each receive handled one
+    /// message after another).
+    pub(crate) fn runs_fifo(self) -> bool {
+        matches!(
+            self,
+            Self::SqsEngine | Self::SqsEngineBroker | Self::RuststreamSqsSns
+        )
+    }
+
     /// Runs the system on the job's queue until the probe's target is reached, and returns
     /// the calls it counted itself (`None` when it cannot count them).
     ///

@@ -1,6 +1,7 @@
 // The comparison's framework service, `include!`d into one module per broker after that
 // module's `use <broker>::prelude::*;` and its `SYSTEM` name (see `framework.rs`): one
-// `#[subscriber]` doing the scenario's work, `workers` deliveries at once, started with
+// `#[subscriber]` doing the scenario's work, `workers` deliveries at once (keyed workers,
+// `workers(n, by_key)`, on a FIFO queue), started with
 // `RustStream::start` and stopped with `RunningApp::shutdown`. The code is the same on both
 // brokers, as a service moving from one to the other would be.
 // (No inner doc comment: this file is `include!`d.)
@@ -13,7 +14,7 @@ use anyhow::{Context as _, Result, anyhow};
 use aws_config::SdkConfig;
 
 use super::super::Calls;
-use crate::behaviour::{Behaviour, Verdict, parse_body};
+use crate::behaviour::{Behaviour, Verdict, parse_body, parse_group_seq};
 use crate::compare::job::Job;
 use crate::compare::probe::Probe;
 
@@ -35,8 +36,13 @@ async fn handle(body: &Body<'_>, cx: &mut Context<'_>) -> HandlerOutcome {
     let Some((probe, behaviour)) = RUN.get() else {
         return HandlerOutcome::retry();
     };
-    let (key, sent) = parse_body(std::str::from_utf8(body.0).unwrap_or_default());
+    let text = std::str::from_utf8(body.0).unwrap_or_default();
+    let (key, sent) = parse_body(text);
     probe.delivered(sent);
+    let order = parse_group_seq(text);
+    if let Some((group, seq)) = order {
+        probe.order.started(group, seq);
+    }
     let receive_count = cx
         .headers()
         .get_str(RECEIVE_COUNT_HEADER)
@@ -45,6 +51,11 @@ async fn handle(body: &Body<'_>, cx: &mut Context<'_>) -> HandlerOutcome {
     let decision = behaviour.decide(key, receive_count);
     if !decision.wait.is_zero() {
         tokio::time::sleep(decision.wait).await;
+    }
+    if let Some((group, seq)) = order {
+        probe
+            .order
+            .ended(group, seq, decision.verdict.is_final());
     }
     let outcome = match decision.verdict {
         Verdict::Ack => HandlerOutcome::ack(),
@@ -73,13 +84,18 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
     let broker = SqsBroker::from_config(config.clone());
     let queue = job.queue_url.clone();
     let visibility = job.visibility_secs.map(Duration::from_secs);
+    // On a FIFO queue, keyed workers: a group's deliveries go to one lane, one at a time.
+    let keyed = job.fifo_groups.is_some();
     let app = RustStream::new(AppInfo::new("loadtest", env!("CARGO_PKG_VERSION"))).with_broker(
         broker,
-        move |b| match visibility {
-            Some(visibility) => {
+        move |b| match (visibility, keyed) {
+            (Some(visibility), _) => {
                 b.include(handle.name(queue).workers(workers).visibility(visibility));
             }
-            None => {
+            (None, true) => {
+                b.include(handle.name(queue).workers_by_key(workers));
+            }
+            (None, false) => {
                 b.include(handle.name(queue).workers(workers));
             }
         },
