@@ -8,6 +8,9 @@
 //! - its SQS calls per message exceed [`MAX_CALLS_PER_MESSAGE`] on the embedded server at
 //!   [`Latency::SQS`] (the round trips of SQS in a region, see [`crate::server::Latency`]).
 //!
+//! - it breaks a FIFO group's order (a message started while another of its group ran, or
+//!   acked after a later one of its group) in a short fifo run on the embedded server.
+//!
 //! At that latency it also reports, without gating on them, sqs-engine's messages/s as a
 //! share of the raw ceiling's and of the naive loop's.
 //!
@@ -56,6 +59,10 @@ pub(crate) struct CiArgs {
     /// Skip the runs at the SQS-like latency.
     #[arg(long)]
     no_latency: bool,
+
+    /// Messages of the fifo run (sqs-engine only, on the embedded server); 0 skips it.
+    #[arg(long, default_value_t = 1000)]
+    fifo_messages: u64,
 
     /// Skip LocalStack (the throughput gate is then not checked).
     #[arg(long)]
@@ -177,6 +184,23 @@ pub(crate) fn latency_gates(summary: &Summary, latency: Latency) -> Vec<Gate> {
     gates
 }
 
+/// The gate of the fifo run: sqs-engine finished its messages with no order violation.
+pub(crate) fn fifo_gate(summary: &Summary) -> Gate {
+    let engine = summary.row(ScenarioKind::Fifo, System::SqsEngine);
+    let violations = engine.and_then(|r| r.order_violations);
+    let completed = engine.is_some_and(|r| r.completed);
+    Gate {
+        name: format!("{}: sqs-engine FIFO order violations = 0", summary.target),
+        measured: match violations {
+            Some(v) if completed => v.to_string(),
+            Some(v) => format!("{v} (INCOMPLETE run)"),
+            None => "n/a".to_owned(),
+        },
+        passed: completed && violations == Some(0),
+        gated: true,
+    }
+}
+
 /// Runs the gate: prints the table of each target, then the JSON summary.
 ///
 /// # Errors
@@ -235,6 +259,21 @@ pub(crate) async fn run(args: CiArgs) -> Result<()> {
         } else {
             all_gates.extend(latency_gates(&comparison.summary, latency));
         }
+        summaries.push(comparison.summary);
+    }
+    if args.fifo_messages > 0 {
+        let compare_args = CompareArgs {
+            scenarios: vec![ScenarioKind::Fifo],
+            systems: vec![System::SqsEngine],
+            repetitions: 1,
+            scale: Some(args.fifo_messages as f64 / 2_000.0),
+            timeout_secs: 120,
+            ..CompareArgs::default()
+        };
+        let comparison = compare(&compare_args).await?;
+        eprint!("{}", comparison.summary);
+        super::finish(&compare_args, &comparison, "ci-fifo")?;
+        all_gates.push(fifo_gate(&comparison.summary));
         summaries.push(comparison.summary);
     }
     let summary = CiSummary {
