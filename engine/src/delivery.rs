@@ -9,13 +9,13 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::api::ReceivedMessage;
-use crate::fifo::{Fate, Turn};
 use crate::message::Message;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 use crate::settle::plan::plan;
 use crate::settle::visibility::MAX_VISIBILITY;
 use crate::settle::{self, AnswerHook, Request, Settlement};
+use crate::turn::{Fate, Turn};
 
 /// One received message, not yet settled.
 ///

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::delivery::Delivery;
+use crate::turn::{Fate, Turn, TurnKeeper};
 
 /// When the next message of a FIFO group may start. See [`EngineBuilder::fifo_order`](crate::EngineBuilder::fifo_order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -89,12 +90,6 @@ impl GateState {
     }
 }
 
-/// A delivery's turn in its group; ends when its message's fate is known. Held by its ticket.
-pub(crate) struct Turn {
-    gate: Arc<Gate>,
-    group: Arc<str>,
-}
-
 impl Gate {
     pub(crate) fn new(order: FifoOrder) -> Arc<Self> {
         Arc::new(Self {
@@ -142,10 +137,7 @@ impl Gate {
             if let Some(waiting) = state.groups.get_mut(&group) {
                 insert_in_order(waiting, delivery);
             } else {
-                delivery.take_turn(Turn {
-                    gate: Arc::clone(self),
-                    group: Arc::clone(&group),
-                });
+                delivery.take_turn(self.turn(&group));
                 state.groups.insert(group, VecDeque::new());
                 state.ready.push_back(delivery);
                 woke = true;
@@ -191,7 +183,7 @@ impl Gate {
     /// `group`'s turn ended with `fate`. When its message is gone, the next of the group gets
     /// the turn; otherwise the rest of the group goes back to the queue, to come back no
     /// earlier than the message itself.
-    fn end_turn(self: &Arc<Self>, group: &Arc<str>, fate: Fate) {
+    fn finish_turn(self: &Arc<Self>, group: &Arc<str>, fate: Fate) {
         let mut state = self.lock();
         let Some(waiting) = state.groups.get_mut(group) else {
             return;
@@ -199,10 +191,7 @@ impl Gate {
         let back_at = match fate {
             Fate::Deleted => match waiting.pop_front() {
                 Some(mut next) => {
-                    next.take_turn(Turn {
-                        gate: Arc::clone(self),
-                        group: Arc::clone(group),
-                    });
+                    next.take_turn(self.turn(group));
                     state.ready.push_back(next);
                     drop(state);
                     self.ready.notify_one();
@@ -255,27 +244,20 @@ fn insert_in_order(waiting: &mut VecDeque<Delivery>, delivery: Delivery) {
     waiting.insert(position, delivery);
 }
 
-/// How a turn's message left the consumer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fate {
-    /// Deleted from the queue: the group goes on.
-    Deleted,
-    /// Back in the queue, visible again at this time: the rest of the group goes back too,
-    /// visible no earlier. (SQS would hold the group back while the message is hidden anyway;
-    /// an emulator that does not, LocalStack among them, would otherwise hand the rest out
-    /// first.)
-    BackAt(Instant),
+impl TurnKeeper for Gate {
+    fn end_turn(self: Arc<Self>, group: &Arc<str>, fate: Fate) {
+        self.finish_turn(group, fate);
+    }
 }
 
-impl Turn {
-    /// Whether the next message of the group waits for SQS's answer to this one's settlement.
-    pub(crate) fn waits_for_answer(&self) -> bool {
-        self.gate.order == FifoOrder::Confirmed
-    }
-
-    /// The message's settlement is known (with [`FifoOrder::Outcome`]: its entry is queued).
-    pub(crate) fn end(self, fate: Fate) {
-        self.gate.end_turn(&self.group, fate);
+impl Gate {
+    /// A turn of `group`, ended through this gate.
+    fn turn(self: &Arc<Self>, group: &Arc<str>) -> Turn {
+        Turn::new(
+            Arc::clone(self) as Arc<dyn TurnKeeper>,
+            Arc::clone(group),
+            self.order == FifoOrder::Confirmed,
+        )
     }
 }
 

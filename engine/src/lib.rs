@@ -99,6 +99,7 @@ mod settle;
 mod stand_in;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod turn;
 
 pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
