@@ -68,16 +68,7 @@ async fn an_invoice_that_is_never_ready_is_received_three_times_then_dead_letter
         .expect("created")
         .queue_url
         .expect("a URL");
-    let policy = client
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
-        .await
-        .expect("attributes")
-        .attributes
-        .and_then(|mut a| a.remove(&QueueAttributeName::RedrivePolicy))
-        .expect("a redrive policy was written");
+    let policy = attribute(&client, &url, QueueAttributeName::RedrivePolicy).await;
     assert!(policy.contains(&dead), "{policy}");
     assert!(policy.contains('3'), "{policy}");
 
@@ -279,19 +270,24 @@ async fn provisioned(
     cap: u32,
 ) -> (String, String) {
     let dead_url = create_queue(client, dead, 30).await;
-    let arn = client
+    let arn = attribute(client, &dead_url, QueueAttributeName::QueueArn).await;
+    let url = create_queue(client, queue, 30).await;
+    set_policy(client, &url, &arn, cap).await;
+    (url, arn)
+}
+
+/// One attribute of a queue, which must have it.
+async fn attribute(client: &aws_sdk_sqs::Client, url: &str, name: QueueAttributeName) -> String {
+    client
         .get_queue_attributes()
-        .queue_url(&dead_url)
-        .attribute_names(QueueAttributeName::QueueArn)
+        .queue_url(url)
+        .attribute_names(name.clone())
         .send()
         .await
         .expect("attributes")
         .attributes
-        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
-        .expect("an ARN");
-    let url = create_queue(client, queue, 30).await;
-    set_policy(client, &url, &arn, cap).await;
-    (url, arn)
+        .and_then(|mut attributes| attributes.remove(&name))
+        .unwrap_or_else(|| panic!("the queue has {name:?}"))
 }
 
 async fn set_policy(client: &aws_sdk_sqs::Client, url: &str, arn: &str, cap: u32) {
@@ -308,16 +304,7 @@ async fn set_policy(client: &aws_sdk_sqs::Client, url: &str, arn: &str, cap: u32
 }
 
 async fn policy_cap(client: &aws_sdk_sqs::Client, url: &str) -> String {
-    let policy = client
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
-        .await
-        .expect("attributes")
-        .attributes
-        .and_then(|mut a| a.remove(&QueueAttributeName::RedrivePolicy))
-        .expect("a policy");
+    let policy = attribute(client, url, QueueAttributeName::RedrivePolicy).await;
     let value: serde_json::Value = serde_json::from_str(&policy).expect("JSON");
     match &value["maxReceiveCount"] {
         serde_json::Value::String(cap) => cap.clone(),
