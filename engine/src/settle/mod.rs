@@ -662,11 +662,9 @@ mod tests {
         }
     }
 
-    /// Starts a driver, settles `requests` at once, drains, and returns their answers.
-    async fn settle_all(
-        queue: &Arc<QueueRuntime>,
-        requests: Vec<Request>,
-    ) -> Vec<Result<(), SettleError>> {
+    /// Starts the queue's settlement driver; cancel the token and wait for the tracker to stop
+    /// it once everything is sent.
+    fn start_driver(queue: &Arc<QueueRuntime>) -> (CancellationToken, TaskTracker) {
         let drain = CancellationToken::new();
         let tracker = TaskTracker::new();
         tracker.spawn(run(
@@ -674,6 +672,15 @@ mod tests {
             drain.clone(),
             tracker.clone(),
         ));
+        (drain, tracker)
+    }
+
+    /// Starts a driver, settles `requests` at once, drains, and returns their answers.
+    async fn settle_all(
+        queue: &Arc<QueueRuntime>,
+        requests: Vec<Request>,
+    ) -> Vec<Result<(), SettleError>> {
+        let (drain, tracker) = start_driver(queue);
         let settlements: Vec<_> = requests
             .into_iter()
             .map(|r| enqueue(&queue.settler, r))
@@ -806,13 +813,7 @@ mod tests {
     async fn the_heartbeat_extends_a_slow_message_and_its_retry_after_reaches_sqs_last() {
         let api = StandIn::scripted(Vec::new());
         let queue = queue_with_heartbeat(Arc::clone(&api)).await;
-        let drain = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tracker.spawn(run(
-            Arc::clone(&queue.settler),
-            drain.clone(),
-            tracker.clone(),
-        ));
+        let (drain, tracker) = start_driver(&queue);
         let start = Instant::now();
         let key = queue.settler.register(
             Arc::from("r"),
@@ -868,13 +869,7 @@ mod tests {
     async fn a_dropped_settlement_is_sent_all_the_same() {
         let api = StandIn::scripted(Vec::new());
         let queue = queue(Arc::clone(&api)).await;
-        let drain = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tracker.spawn(run(
-            Arc::clone(&queue.settler),
-            drain.clone(),
-            tracker.clone(),
-        ));
+        let (drain, tracker) = start_driver(&queue);
         drop(enqueue(&queue.settler, request("a", Outcome::Ack)));
         drain.cancel();
         tracker.close();

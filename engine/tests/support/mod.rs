@@ -95,43 +95,42 @@ async fn create(client: &Client, name: &str, visibility_secs: u32, fifo: bool) -
 /// Sends `(group, body)` pairs to a FIFO queue in order, ten per `SendMessageBatch`, each with
 /// its body as its deduplication id.
 pub async fn send_grouped(client: &Client, url: &str, messages: &[(String, String)]) {
-    for (chunk_index, chunk) in messages.chunks(10).enumerate() {
-        let entries = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, (group, body))| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(format!("{chunk_index}-{i}"))
-                    .message_body(body)
-                    .message_group_id(group)
-                    .message_deduplication_id(body)
-                    .build()
-                    .expect("valid entry")
-            })
-            .collect();
-        let output = client
-            .send_message_batch()
-            .queue_url(url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .expect("SendMessageBatch");
-        assert!(output.failed.is_empty(), "send failed: {:?}", output.failed);
-    }
+    send_each(client, url, messages, |entry, (group, body)| {
+        entry
+            .message_body(body)
+            .message_group_id(group)
+            .message_deduplication_id(body)
+    })
+    .await;
 }
 
 /// Sends the bodies, ten per `SendMessageBatch`, and checks every entry landed.
 pub async fn send(client: &Client, url: &str, bodies: &[String]) {
-    for (chunk_index, chunk) in bodies.chunks(10).enumerate() {
+    send_each(client, url, bodies, |entry, body| entry.message_body(body)).await;
+}
+
+/// Sends one entry per item, made by `entry`, ten per `SendMessageBatch`, in order, and checks
+/// every entry landed.
+async fn send_each<T>(
+    client: &Client,
+    url: &str,
+    items: &[T],
+    entry: impl Fn(
+        aws_sdk_sqs::types::builders::SendMessageBatchRequestEntryBuilder,
+        &T,
+    ) -> aws_sdk_sqs::types::builders::SendMessageBatchRequestEntryBuilder,
+) {
+    for (chunk_index, chunk) in items.chunks(10).enumerate() {
         let entries = chunk
             .iter()
             .enumerate()
-            .map(|(i, body)| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(format!("{chunk_index}-{i}"))
-                    .message_body(body)
-                    .build()
-                    .expect("valid entry")
+            .map(|(i, item)| {
+                entry(
+                    SendMessageBatchRequestEntry::builder().id(format!("{chunk_index}-{i}")),
+                    item,
+                )
+                .build()
+                .expect("valid entry")
             })
             .collect();
         let output = client
