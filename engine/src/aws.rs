@@ -52,11 +52,11 @@ impl AwsSqs {
         }
     }
 
-    /// A client from an `aws-config` [`SdkConfig`](aws_config::SdkConfig) (credentials, region,
+    /// A client from an `aws-config` [`SdkConfig`](aws_types::SdkConfig) (credentials, region,
     /// endpoint, `AWS_ENDPOINT_URL`), with the SDK's own retries turned off, and its
     /// stalled-stream protection too: the call timeout bounds a whole call, a stalled body
     /// included, at less cost.
-    pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
+    pub fn from_sdk_config(config: &aws_types::SdkConfig) -> Self {
         Self::new(Client::from_conf(client_config(config).build()))
     }
 
@@ -76,7 +76,7 @@ impl AwsSqs {
 
 /// The client settings the engine makes its calls with, from `config`: no SDK retries (the
 /// engine retries, and counts) and no stalled-stream protection (the call timeout covers it).
-pub(crate) fn client_config(config: &aws_config::SdkConfig) -> aws_sdk_sqs::config::Builder {
+pub(crate) fn client_config(config: &aws_types::SdkConfig) -> aws_sdk_sqs::config::Builder {
     aws_sdk_sqs::config::Builder::from(config)
         .retry_config(RetryConfig::disabled())
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
