@@ -10,7 +10,8 @@
 //! | `SQS_ENGINE_PREFETCH` | messages received ahead of a free worker | 10 per receiver |
 //! | `SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS` | how long running handlers get at shutdown | 30 |
 //! | `SQS_ENGINE_MAX_ATTEMPTS`, `SQS_ENGINE_DEAD_LETTER` | the redrive policy, both or neither | none |
-//! | `SQS_ENGINE_METRICS_ADDR` | where `/metrics` is served (`0.0.0.0:9464` in a pod) | `127.0.0.1:9464` |
+//! | `SQS_ENGINE_GIVE_UP_AFTER_SECS` | how long receives may fail in a way retrying cannot mend (queue deleted, access denied) before the process exits with an error | 300 |
+//! | `SQS_ENGINE_METRICS_ADDR` | where `/metrics`, `/healthz` and `/readyz` are served (`0.0.0.0:9464` in a pod) | `127.0.0.1:9464` |
 //! | `RUST_LOG` | the log filter | `info` |
 //!
 //! The AWS SDK reads its own variables: `AWS_REGION`, credentials (in a pod, usually those of
@@ -41,6 +42,7 @@ struct Settings {
     receivers: usize,
     prefetch: usize,
     shutdown_timeout: Duration,
+    give_up_after: Duration,
     redrive: Option<(u32, String)>,
     metrics_addr: SocketAddr,
 }
@@ -54,6 +56,8 @@ impl Settings {
         let prefetch = parse("SQS_ENGINE_PREFETCH")?.unwrap_or(10 * receivers);
         let shutdown_timeout =
             Duration::from_secs(parse("SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30));
+        let give_up_after =
+            Duration::from_secs(parse("SQS_ENGINE_GIVE_UP_AFTER_SECS")?.unwrap_or(300));
         let redrive = match (
             parse("SQS_ENGINE_MAX_ATTEMPTS")?,
             var("SQS_ENGINE_DEAD_LETTER")?,
@@ -74,6 +78,7 @@ impl Settings {
             receivers,
             prefetch,
             shutdown_timeout,
+            give_up_after,
             redrive,
             metrics_addr,
         })
@@ -136,7 +141,8 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         .workers(settings.workers)
         .receivers(settings.receivers)
         .prefetch(settings.prefetch)
-        .shutdown_timeout(settings.shutdown_timeout);
+        .shutdown_timeout(settings.shutdown_timeout)
+        .give_up_after(settings.give_up_after);
     if let Some((attempts, dead_letter)) = &settings.redrive {
         builder = builder
             .max_attempts(*attempts)

@@ -182,6 +182,7 @@ impl DispatchBench {
                 heartbeat: heartbeat.then_some(None),
                 redrive: None,
                 create_if_missing: false,
+                health: crate::health::HealthCells::new("q", crate::health::DEFAULT_GIVE_UP_AFTER),
             },
             Arc::new(StatsCells::default()),
         )

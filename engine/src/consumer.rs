@@ -297,12 +297,21 @@ impl ConsumerHandle {
     /// Stops the receivers. Polls under way get four round trips to answer; what they bring goes back
     /// at once.
     pub fn stop_receiving(&self) {
+        self.inner.queue.health.draining();
         self.inner.stop_receiving.cancel();
     }
 
     /// What the consumer has done so far.
     pub fn stats(&self) -> Stats {
         self.inner.stats.snapshot()
+    }
+
+    /// The consumer's health: whether its receives succeed, whether it is draining. When its
+    /// receives fail in a way retrying cannot mend for longer than the engine's
+    /// [`give_up_after`](crate::EngineBuilder::give_up_after), the receivers stop and
+    /// [`Consumer::recv`] returns `None` once what they brought is taken.
+    pub fn health(&self) -> crate::HealthHandle {
+        crate::HealthHandle(Arc::clone(&self.inner.queue.health))
     }
 
     /// The queue's name.
@@ -327,11 +336,13 @@ impl ConsumerHandle {
     /// Dropping the future leaves the shutdown half done; calling it again finishes it.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
+        inner.queue.health.draining();
         inner.stop_receiving.cancel();
         inner.receivers.wait().await;
         inner.drain.cancel();
         inner.settle_tasks.close();
         inner.settle_tasks.wait().await;
+        inner.queue.health.stopped();
         info!(queue = %inner.queue.name, "stopped");
     }
 }

@@ -21,6 +21,7 @@ use crate::delivery::Delivery;
 use crate::error::{ConfigError, Error};
 use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler, HandlerResult};
+use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells, HealthHandle};
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
@@ -57,6 +58,7 @@ pub struct EngineBuilder {
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
     create_if_missing: bool,
+    give_up_after: Duration,
 }
 
 impl Default for EngineBuilder {
@@ -82,6 +84,7 @@ impl Default for EngineBuilder {
             max_attempts: None,
             dead_letter: None,
             create_if_missing: false,
+            give_up_after: DEFAULT_GIVE_UP_AFTER,
         }
     }
 }
@@ -108,15 +111,16 @@ impl std::fmt::Debug for EngineBuilder {
             .field("max_attempts", &self.max_attempts)
             .field("dead_letter", &self.dead_letter)
             .field("create_if_missing", &self.create_if_missing)
+            .field("give_up_after", &self.give_up_after)
             .finish_non_exhaustive()
     }
 }
 
 impl EngineBuilder {
-    /// Talks to SQS with a client made from an `aws-config` [`SdkConfig`](aws_config::SdkConfig)
+    /// Talks to SQS with a client made from an `aws-config` [`SdkConfig`](aws_types::SdkConfig)
     /// (credentials, region, endpoint and `AWS_ENDPOINT_URL` as it resolved them). The SDK's
     /// own retries are turned off: the engine retries, with backoff and jitter, and counts.
-    pub fn sdk_config(self, config: &aws_config::SdkConfig) -> Self {
+    pub fn sdk_config(self, config: &aws_types::SdkConfig) -> Self {
         self.api(AwsSqs::from_sdk_config(config))
     }
 
@@ -292,6 +296,17 @@ impl EngineBuilder {
         self
     }
 
+    /// How long receives may fail in a way retrying cannot mend (the queue was deleted, the
+    /// credentials are refused) before the engine gives up: it stops receiving, lets its
+    /// handlers finish, sends their settlements, and [`run`](Engine::run) returns
+    /// [`Error::GaveUp`]. The engine reports itself unhealthy from the first such failure
+    /// ([`Engine::health`]). Transient failures (throttling, 5xx, the network) never make it
+    /// give up. Default [`DEFAULT_GIVE_UP_AFTER`] (5 minutes); at least 1 s.
+    pub fn give_up_after(mut self, after: Duration) -> Self {
+        self.give_up_after = after;
+        self
+    }
+
     /// Checks the settings and makes the engine. Nothing is called on SQS yet.
     ///
     /// # Errors
@@ -346,6 +361,12 @@ impl EngineBuilder {
         }
         let prefetch = self.prefetch.unwrap_or(self.receive_batch * self.receivers);
         check_range("prefetch", prefetch, 0..=MAX_PREFETCH, "0..=100000")?;
+        if self.give_up_after < Duration::from_secs(1) {
+            return Err(
+                ConfigError::duration("give_up_after", self.give_up_after, "at least 1 s").into(),
+            );
+        }
+        let queue_name = crate::queue::name_of(&queue).to_owned();
         if self.workers + prefetch < self.receive_batch {
             return Err(ConfigError::new(
                 "prefetch",
@@ -406,6 +427,7 @@ impl EngineBuilder {
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
+            health: HealthCells::new(&queue_name, self.give_up_after),
         })
     }
 }
@@ -478,6 +500,7 @@ pub struct Engine {
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,
+    health: Arc<HealthCells>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -513,6 +536,13 @@ impl Engine {
         StatsHandle(Arc::clone(&self.stats))
     }
 
+    /// A handle on the engine's health, readable while it runs and after: whether its receives
+    /// succeed, whether it is draining. With the `prometheus` feature, `/healthz` and `/readyz`
+    /// serve it.
+    pub fn health(&self) -> HealthHandle {
+        HealthHandle(Arc::clone(&self.health))
+    }
+
     /// Consumes the queue, one message per handler call, until `shutdown` completes.
     ///
     /// Shutdown stops the receivers, returns the messages received but not started
@@ -522,9 +552,12 @@ impl Engine {
     ///
     /// # Errors
     ///
-    /// Only at startup: [`Error::QueueNotFound`], or [`Error::Open`] when resolving the queue
-    /// or reading its attributes fails. Once running, failed calls are retried, logged and
-    /// counted, and the engine keeps going.
+    /// At startup: [`Error::QueueNotFound`], or [`Error::Open`] when resolving the queue or
+    /// reading its attributes fails. Once running, failed calls are retried, logged and
+    /// counted, and the engine keeps going, except when receives fail in a way retrying cannot
+    /// mend (the queue was deleted, the credentials are refused) for longer than
+    /// [`give_up_after`](EngineBuilder::give_up_after): then, once its handlers are done and
+    /// their settlements sent, [`Error::GaveUp`].
     ///
     /// # Cancel safety
     ///
@@ -607,6 +640,7 @@ impl Engine {
                 heartbeat: self.heartbeat,
                 redrive: self.redrive.clone(),
                 create_if_missing: self.create_if_missing,
+                health: Arc::clone(&self.health),
             },
             Arc::clone(&self.stats),
         )
@@ -615,6 +649,7 @@ impl Engine {
         let queue = Arc::new(queue);
         info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
         queue.metrics.workers(self.workers);
+        queue.health.running();
         Ok(Consumer::start(
             queue,
             Arc::clone(&self.stats),
@@ -637,6 +672,7 @@ impl Engine {
         let workers = self.workers;
         let shutdown_timeout = self.shutdown_timeout;
         let stats = Arc::clone(&self.stats);
+        let health = Arc::clone(&self.health);
         // A batch handler gets whole receives and owns their order; single handlers get one
         // message of a FIFO group at a time.
         let fifo_order = match &dispatch {
@@ -658,10 +694,18 @@ impl Engine {
             shutdown_timeout,
         )));
         match dispatcher.await {
-            Ok(()) => Ok(stats.snapshot()),
+            Ok(()) => {}
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
             // Cancelled only when the runtime shuts down under it.
-            Err(_) => Ok(stats.snapshot()),
+            Err(_) => {}
+        }
+        match health.gave_up() {
+            Some((source, failing_for)) => Err(Error::GaveUp {
+                queue: health.queue().to_owned(),
+                failing_for,
+                source,
+            }),
+            None => Ok(stats.snapshot()),
         }
     }
 }

@@ -49,6 +49,21 @@ pub enum Error {
         /// The dead-letter queue as it was named.
         dead_letter: String,
     },
+    /// Receives failed in a way retrying cannot mend (the queue is gone, the credentials are
+    /// refused) for longer than [`give_up_after`](crate::EngineBuilder::give_up_after): the
+    /// engine stopped receiving, let its handlers finish, sent their settlements, and returned.
+    #[error(
+        "queue `{queue}`: receives failed for {failing_for:?} in a way retrying cannot mend; gave up"
+    )]
+    GaveUp {
+        /// The queue as it was named.
+        queue: String,
+        /// How long the failure had lasted.
+        failing_for: Duration,
+        /// The last receive's error.
+        #[source]
+        source: CallError,
+    },
     /// The queue's attributes say something the engine cannot work with.
     #[error("queue `{queue}` is misconfigured: {reason}")]
     Misconfigured {

@@ -9,6 +9,7 @@ use tracing::{info, warn};
 use crate::api::{CallError, CallErrorKind, QueueAttributes, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::Error;
+use crate::health::HealthCells;
 use crate::metrics::{Action, QueueMetrics, StatsCells};
 use crate::redrive_policy::{RedrivePolicy, RedriveWrite};
 use crate::round_trip::RoundTrip;
@@ -41,6 +42,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
     pub(crate) warned_batch_order: std::sync::atomic::AtomicBool,
+    /// What the receivers say of their calls, for the engine's health view.
+    pub(crate) health: Arc<HealthCells>,
 }
 
 /// What opening a queue needs to know.
@@ -55,6 +58,8 @@ pub(crate) struct OpenOptions {
     pub(crate) redrive: Option<Redrive>,
     /// Create the queue, and its dead-letter queue, when missing.
     pub(crate) create_if_missing: bool,
+    /// The engine's health view, which the receivers keep.
+    pub(crate) health: Arc<HealthCells>,
 }
 
 /// A redrive policy: after `max_receive_count` receives, SQS moves a message to
@@ -161,6 +166,7 @@ impl QueueRuntime {
             on_handler_error: crate::outcome::Outcome::Retry,
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
+            health: options.health,
         };
         Ok((runtime, attributes))
     }

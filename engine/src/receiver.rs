@@ -12,6 +12,7 @@ use crate::api::{CallErrorKind, ReceiveRequest};
 use crate::backoff::Backoff;
 use crate::caught::caught;
 use crate::delivery::Delivery;
+use crate::health::AfterFailure;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
 
@@ -111,6 +112,7 @@ pub(crate) async fn run(
         match result {
             Ok(messages) => {
                 failures = 0;
+                queue.health.receive_succeeded();
                 if messages.is_empty() {
                     continue;
                 }
@@ -140,6 +142,10 @@ pub(crate) async fn run(
             }
             Err(failure) => {
                 drop(permits);
+                if queue.health.receive_failed(&failure) == AfterFailure::GiveUp {
+                    error!(queue = %queue.name, error = %failure, "receive failed in a way retrying cannot mend for longer than the engine's give_up_after: no more receives");
+                    return;
+                }
                 failures = failures.saturating_add(1);
                 let delay = backoff.jittered(failures);
                 if failure.kind == CallErrorKind::QueueNotFound {

@@ -632,6 +632,7 @@ mod tests {
                 heartbeat,
                 redrive: None,
                 create_if_missing: false,
+                health: crate::health::HealthCells::new("q", crate::health::DEFAULT_GIVE_UP_AFTER),
             },
             Arc::new(StatsCells::default()),
         )
