@@ -251,6 +251,8 @@ async fn consume(args: &ConsumeArgs) -> Result<()> {
     let run = engine.run(handler, shutdown);
     tokio::pin!(run, abandon);
     let mut tick = interval_at(start + PROGRESS_EVERY, PROGRESS_EVERY);
+    let bar = crate::progress::bar(progress.target, "consume");
+    let mut redraw = interval_at(start, crate::progress::REDRAW_EVERY);
     let finished = loop {
         tokio::select! {
             result = &mut run => break Some(result),
@@ -267,8 +269,10 @@ async fn consume(args: &ConsumeArgs) -> Result<()> {
                     "progress"
                 );
             }
+            _ = redraw.tick() => bar.set_position(progress.finished.load(Ordering::Relaxed)),
         }
     };
+    bar.finish_and_clear();
     let end = Instant::now();
 
     let (final_stats, shutdown_complete) = match finished {

@@ -206,6 +206,8 @@ pub(crate) async fn fill_queue(
         tasks.spawn(send_batches(Arc::clone(&fill)));
     }
     let mut progress = interval_at(start + PROGRESS_EVERY, PROGRESS_EVERY);
+    let bar = crate::progress::bar(fill.total, "fill");
+    let mut redraw = interval_at(start, crate::progress::REDRAW_EVERY);
     loop {
         tokio::select! {
             joined = tasks.join_next() => match joined {
@@ -227,8 +229,10 @@ pub(crate) async fn fill_queue(
             _ = progress.tick() => {
                 info!(sent = fill.sent.load(Ordering::Relaxed), total = fill.total, "progress");
             }
+            _ = redraw.tick() => bar.set_position(fill.sent.load(Ordering::Relaxed)),
         }
     }
+    bar.finish_and_clear();
     Ok(Filled {
         queue_url: fill.queue_url.clone(),
         sent: fill.sent.load(Ordering::Relaxed),

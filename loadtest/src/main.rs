@@ -30,6 +30,7 @@ mod behaviour;
 mod compare;
 mod consume;
 mod fill;
+mod progress;
 mod report;
 mod seed;
 mod serve;
@@ -44,10 +45,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-/// Load tests for sqs-engine. Without a subcommand: the comparison (`compare`), on the
-/// embedded server unless told otherwise.
+/// Load tests for sqs-engine. Without a subcommand, runs the comparison (`loadtest compare`,
+/// its options below) on the embedded server: no setup needed.
 #[derive(Debug, Parser)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
+#[command(version, args_conflicts_with_subcommands = true)]
 struct Cli {
     /// What to do; without one, the comparison.
     #[command(subcommand)]

@@ -10,12 +10,12 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use tracing::info;
+use tracing::{info, warn};
 
 /// The region used with an explicit endpoint when none is given.
 const DEFAULT_ENDPOINT_REGION: &str = "us-east-1";
 
-/// The access key and secret used with an explicit endpoint when the environment holds no
+/// The access key and secret used with a loopback endpoint when the environment holds no
 /// credentials: what LocalStack and most local SQS implementations accept.
 const TEST_CREDENTIALS: (&str, &str) = ("test", "test");
 
@@ -33,7 +33,9 @@ const CREDENTIAL_ENV_VARS: [&str; 5] = [
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct TargetArgs {
     /// SQS endpoint URL, e.g. http://127.0.0.1:4566 for LocalStack. Without it, the SDK's
-    /// default endpoint for the region.
+    /// default endpoint for the region. Credentials come from the SDK's provider chain
+    /// (environment, profile, SSO, web identity, container, instance); for a loopback endpoint
+    /// with none in the environment, static `test`/`test` ones, and a log line says so.
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub(crate) endpoint: Option<String>,
 
@@ -47,10 +49,20 @@ impl TargetArgs {
     /// Resolves the SDK configuration: the endpoint, region and credentials as the arguments
     /// and the environment say.
     ///
-    /// With an explicit endpoint and no credentials in the environment (see
-    /// [`CREDENTIAL_ENV_VARS`]), static `test`/`test` credentials are used, so a local SQS
-    /// works without any setup.
+    /// Credentials come from the SDK's provider chain, except with a loopback endpoint and no
+    /// credentials in the environment (see [`CREDENTIAL_ENV_VARS`]): then static `test`/`test`
+    /// ones, so a local SQS works without any setup, with a warning saying so.
     pub(crate) async fn sdk_config(&self) -> SdkConfig {
+        self.load(Notice::Warn).await
+    }
+
+    /// As [`sdk_config`](Self::sdk_config), with the test-credentials notice at `info`: for
+    /// the comparison's own processes, whose parent already said where they point.
+    pub(crate) async fn sdk_config_quietly(&self) -> SdkConfig {
+        self.load(Notice::Info).await
+    }
+
+    async fn load(&self, notice: Notice) -> SdkConfig {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         let region = self.region.clone().or_else(|| {
             self.endpoint
@@ -62,8 +74,12 @@ impl TargetArgs {
         }
         if let Some(endpoint) = &self.endpoint {
             loader = loader.endpoint_url(endpoint);
-            if !environment_has_credentials() {
-                info!(%endpoint, "no credentials in the environment; using static test credentials");
+            if is_loopback(endpoint) && !environment_has_credentials() {
+                let text = "loopback endpoint and no credentials in the environment: using static test credentials";
+                match notice {
+                    Notice::Warn => warn!(%endpoint, "{text}"),
+                    Notice::Info => info!(%endpoint, "{text}"),
+                }
                 let (key, secret) = TEST_CREDENTIALS;
                 loader = loader.credentials_provider(Credentials::new(
                     key,
@@ -82,6 +98,33 @@ impl TargetArgs {
         );
         config
     }
+}
+
+/// How loudly [`TargetArgs::load`] says it uses test credentials.
+#[derive(Debug, Clone, Copy)]
+enum Notice {
+    Warn,
+    Info,
+}
+
+/// Whether `endpoint` (a URL) names this host: `localhost`, or a loopback address.
+fn is_loopback(endpoint: &str) -> bool {
+    let rest = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = if let Some(bracketed) = host_port.strip_prefix('[') {
+        bracketed.split(']').next().unwrap_or(bracketed)
+    } else {
+        host_port.split(':').next().unwrap_or(host_port)
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Whether any of [`CREDENTIAL_ENV_VARS`] is set to a non-empty value.
@@ -190,5 +233,28 @@ mod tests {
             queue_name_of_url("https://sqs.us-east-1.amazonaws.com/123456789012/orders/"),
             Some("orders")
         );
+    }
+
+    #[test]
+    fn only_this_host_is_a_loopback_endpoint() {
+        for endpoint in [
+            "http://127.0.0.1:4566",
+            "http://localhost:4566/",
+            "http://LOCALHOST",
+            "http://[::1]:9324/queue",
+            "http://127.0.0.2:80",
+            "http://user@127.0.0.1:1",
+        ] {
+            assert!(is_loopback(endpoint), "{endpoint}");
+        }
+        for endpoint in [
+            "https://sqs.us-east-1.amazonaws.com",
+            "http://10.0.0.5:4566",
+            "http://localstack:4566",
+            "http://127.0.0.1.example.com",
+            "http://[2001:db8::1]:4566",
+        ] {
+            assert!(!is_loopback(endpoint), "{endpoint}");
+        }
     }
 }

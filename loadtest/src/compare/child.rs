@@ -69,7 +69,7 @@ pub(crate) async fn run(args: ChildArgs) -> Result<()> {
         endpoint: job.endpoint.clone(),
         region: job.region.clone(),
     }
-    .sdk_config()
+    .sdk_config_quietly()
     .await;
     let probe = Arc::new(Probe::new(job.messages));
     if job.system == System::SqsEngine {

@@ -38,7 +38,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tracing::{info, warn};
 
@@ -518,7 +517,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
         endpoint: target.endpoint.clone(),
         region: args.region.clone(),
     };
-    let config = target_args.sdk_config().await;
+    let config = target_args.sdk_config_quietly().await;
     let client = Client::new(&config);
     eprintln!(
         "comparing {} on {} ({} repetition(s), {} workers)",
@@ -731,13 +730,7 @@ fn run_child(job: &Job, label: &str) -> Result<ChildResult> {
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting a child")?;
-    let bar = ProgressBar::new(job.messages);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {per_sec} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(label.to_owned());
+    let bar = crate::progress::bar(job.messages, label);
     let mut result = None;
     if let Some(stdout) = child.stdout.take() {
         for line in BufReader::new(stdout).lines() {

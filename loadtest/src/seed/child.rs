@@ -82,7 +82,7 @@ pub(crate) async fn sdk_config(
     region: Option<String>,
     access_key: Option<&str>,
 ) -> SdkConfig {
-    let config = TargetArgs { endpoint, region }.sdk_config().await;
+    let config = TargetArgs { endpoint, region }.sdk_config_quietly().await;
     match access_key {
         Some(key) => config
             .into_builder()
