@@ -6,7 +6,7 @@
   kubernetes-validate does not know: the JSON schemas in deploy/schemas.
 - The IAM policies in deploy/iam: deploy/schemas/iam-sqs-policy.schema.json.
 - The settings the files share: the ScaledObject's queueLength is what one instance holds
-  (workers + prefetch), the grace period outlasts the shutdown, the names and labels meet.
+  (SQS_ENGINE_MAX_HELD, which must cover workers + prefetch), the grace period outlasts the shutdown, the names and labels meet.
 
 A kind known to neither is a finding too. Prints every finding; exits 1 when there is any.
 """
@@ -144,6 +144,12 @@ def check_together(documents, policies, findings):
 
     workers = number(env, "SQS_ENGINE_WORKERS", findings)
     prefetch = number(env, "SQS_ENGINE_PREFETCH", findings)
+    max_held = number(env, "SQS_ENGINE_MAX_HELD", findings)
+    if None not in (workers, prefetch, max_held) and max_held < workers + prefetch:
+        findings.append(
+            f"Deployment: SQS_ENGINE_MAX_HELD {max_held} does not cover workers + prefetch "
+            f"= {workers} + {prefetch}: handlers would wait for room"
+        )
     shutdown = number(env, "SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS", findings)
     grace = pod.get("spec", {}).get("terminationGracePeriodSeconds")
     if shutdown is not None:
@@ -173,13 +179,11 @@ def check_together(documents, policies, findings):
             if trigger.get("type") != "aws-sqs-queue":
                 continue
             meta = trigger.get("metadata", {})
-            if workers is not None and prefetch is not None:
-                holds = workers + prefetch
-                if meta.get("queueLength") != str(holds):
-                    findings.append(
-                        f"ScaledObject: queueLength {meta.get('queueLength')!r} is not what one "
-                        f"instance holds, workers + prefetch = {workers} + {prefetch} = {holds}"
-                    )
+            if max_held is not None and meta.get("queueLength") != str(max_held):
+                findings.append(
+                    f"ScaledObject: queueLength {meta.get('queueLength')!r} is not what one "
+                    f"instance holds, SQS_ENGINE_MAX_HELD = {max_held}"
+                )
             if meta.get("queueURL") and meta.get("queueURL") != queue:
                 findings.append("ScaledObject: queueURL is not the Deployment's SQS_ENGINE_QUEUE")
 

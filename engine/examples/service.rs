@@ -8,6 +8,7 @@
 //! | `SQS_ENGINE_WORKERS` | handlers at once | 64 |
 //! | `SQS_ENGINE_RECEIVERS` | long-poll loops | 4 |
 //! | `SQS_ENGINE_PREFETCH` | messages received ahead of a free worker | 10 per receiver |
+//! | `SQS_ENGINE_MAX_HELD` | the most messages held in flight (received, not yet settled) | the engine's, 4096 |
 //! | `SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS` | how long running handlers get at shutdown | 30 |
 //! | `SQS_ENGINE_MAX_ATTEMPTS`, `SQS_ENGINE_DEAD_LETTER` | the redrive policy, both or neither | none |
 //! | `SQS_ENGINE_GIVE_UP_AFTER_SECS` | how long receives may fail in a way retrying cannot mend (queue deleted, access denied) before the process exits with an error | 300 |
@@ -17,9 +18,9 @@
 //! The AWS SDK reads its own variables: `AWS_REGION`, credentials (in a pod, usually those of
 //! the service account's IAM role), and `AWS_ENDPOINT_URL` for another SQS such as LocalStack.
 //!
-//! One instance holds at most `workers + prefetch` messages in flight (received and not yet
-//! settled): 104 with the defaults. An autoscaler counting the queue's in-flight messages
-//! should count that many per instance.
+//! One instance holds at most `SQS_ENGINE_MAX_HELD` messages in flight (received and not yet
+//! settled). An autoscaler counting the queue's in-flight messages should count that many per
+//! instance.
 //!
 //! ```sh
 //! export AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test \
@@ -41,6 +42,7 @@ struct Settings {
     workers: usize,
     receivers: usize,
     prefetch: usize,
+    max_held: Option<usize>,
     shutdown_timeout: Duration,
     give_up_after: Duration,
     redrive: Option<(u32, String)>,
@@ -54,6 +56,7 @@ impl Settings {
         let receivers = parse("SQS_ENGINE_RECEIVERS")?.unwrap_or(4);
         // The engine's own default: one receive batch of ten per receiver.
         let prefetch = parse("SQS_ENGINE_PREFETCH")?.unwrap_or(10 * receivers);
+        let max_held = parse("SQS_ENGINE_MAX_HELD")?;
         let shutdown_timeout =
             Duration::from_secs(parse("SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30));
         let give_up_after =
@@ -77,6 +80,7 @@ impl Settings {
             workers,
             receivers,
             prefetch,
+            max_held,
             shutdown_timeout,
             give_up_after,
             redrive,
@@ -143,6 +147,9 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         .prefetch(settings.prefetch)
         .shutdown_timeout(settings.shutdown_timeout)
         .give_up_after(settings.give_up_after);
+    if let Some(max_held) = settings.max_held {
+        builder = builder.max_held(max_held);
+    }
     if let Some((attempts, dead_letter)) = &settings.redrive {
         builder = builder
             .max_attempts(*attempts)
@@ -151,9 +158,9 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let engine = builder.build()?;
     tracing::info!(
         queue = %settings.queue,
-        holds = settings.workers + settings.prefetch,
+        max_held = settings.max_held,
         metrics = %settings.metrics_addr,
-        "engine built: at most `holds` (workers + prefetch) messages in flight"
+        "engine built"
     );
 
     let stats = engine.run(process, shutdown_signal()).await?;

@@ -208,7 +208,7 @@ impl DispatchBench {
         let now = Instant::now();
         let mut handles = Vec::with_capacity(batch.len());
         for message in batch {
-            let delivery = Delivery::new(Arc::clone(&self.queue), message, None, now);
+            let delivery = Delivery::new(Arc::clone(&self.queue), message, None, None, now);
             let permit = Arc::clone(&self.workers)
                 .try_acquire_owned()
                 .unwrap_or_else(|_| panic!("the bench's worker pool has room"));

@@ -15,7 +15,7 @@ use crate::fifo::{FifoOrder, Gate};
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
-use crate::receiver::{self, ReceiverConfig};
+use crate::receiver::{ReceiverConfig, Receivers};
 use crate::settle;
 
 /// Deliveries from one queue, to settle one by one.
@@ -51,7 +51,7 @@ struct Inner {
     queue: Arc<QueueRuntime>,
     stats: Arc<StatsCells>,
     stop_receiving: CancellationToken,
-    receivers: TaskTracker,
+    receivers: Arc<Receivers>,
     drain: CancellationToken,
     settle_tasks: TaskTracker,
 }
@@ -76,9 +76,13 @@ impl std::fmt::Debug for ConsumerHandle {
 /// How many receivers, and how much room for messages held.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConsumerConfig {
+    /// The most receivers at once (the engine runs as many as keep up, at least one).
     pub(crate) receivers: usize,
-    /// Messages held at once: handed out and unsettled, or waiting to be handed out.
+    /// Messages held at once: received and not yet settled (waiting, being handled, or
+    /// waiting for SQS's answer to their settlement).
     pub(crate) capacity: usize,
+    /// KiB of message bodies held at once.
+    pub(crate) capacity_kib: usize,
     /// Of those, the most received and not yet handed out (at least one receive batch).
     pub(crate) ahead: usize,
     pub(crate) receive: ReceiverConfig,
@@ -108,27 +112,24 @@ impl Consumer {
         );
 
         let stop_receiving = CancellationToken::new();
-        let receivers = TaskTracker::new();
         let slots = Arc::new(Semaphore::new(config.capacity));
+        let bytes = Arc::new(Semaphore::new(config.capacity_kib.max(1)));
         let ahead = Arc::new(Semaphore::new(
             config.ahead.max(usize::from(config.receive.max_messages)),
         ));
         let (tx, rx) = mpsc::channel::<Vec<Delivery>>(config.capacity.max(1));
-        for index in 0..config.receivers {
-            receivers.spawn_on(
-                receiver::run(
-                    Arc::clone(&queue),
-                    config.receive,
-                    Arc::clone(&slots),
-                    Arc::clone(&ahead),
-                    tx.clone(),
-                    stop_receiving.child_token(),
-                )
-                .instrument(debug_span!("receiver", queue = %queue.name, index)),
-                runtime,
-            );
-        }
-        receivers.close();
+        let receivers = Receivers::new(
+            Arc::clone(&queue),
+            config.receive,
+            slots,
+            bytes,
+            Arc::clone(&ahead),
+            tx,
+            stop_receiving.clone(),
+            runtime.clone(),
+            config.receivers,
+        );
+        receivers.start();
         let gate = config.fifo_order.filter(|_| queue.fifo).map(Gate::new);
         Self {
             rx,

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::api::ReceivedMessage;
+use crate::held::BodyRoom;
 use crate::message::Message;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
@@ -38,6 +39,7 @@ impl Delivery {
         queue: Arc<QueueRuntime>,
         received: ReceivedMessage,
         slot: Option<OwnedSemaphorePermit>,
+        body: Option<BodyRoom>,
         called_at: Instant,
     ) -> Self {
         let (message, receipt) = Message::from_received(received);
@@ -68,6 +70,7 @@ impl Delivery {
             heartbeat,
             queue,
             slot,
+            body,
             turn: None,
             group,
             settled: false,
@@ -157,6 +160,9 @@ pub struct Ticket {
     /// The delivery's place among the messages the engine may hold; freed when its settlement
     /// is answered, or when it is dropped unsettled.
     slot: Option<OwnedSemaphorePermit>,
+    /// Its body's room among the bytes held: freed when it is settled (its handler is done
+    /// with the body) or dropped.
+    body: Option<BodyRoom>,
     /// Its FIFO group's turn, when it has it.
     turn: Option<Turn>,
     /// Its FIFO group, for a batch handler's order check.
@@ -256,6 +262,7 @@ impl Ticket {
             Some(turn) => (None, Some((turn, fate))),
             None => (None, None),
         };
+        self.body = None;
         let request = Request {
             receipt: Arc::clone(&self.receipt),
             outcome,

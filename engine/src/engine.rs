@@ -33,9 +33,10 @@ use crate::settle::visibility::MAX_VISIBILITY;
 /// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
 /// ranges.
 ///
-/// The defaults are tuned for a busy queue on one host: four long-poll receivers of ten
-/// messages, 64 handlers at once, batches that wait at most 5 ms for company while a call of
-/// their kind is in flight.
+/// The defaults fit a busy queue on a real network without tuning: up to 128 long-poll
+/// receivers of ten messages (as many run as keep up: one on an idle queue), 64 handlers at
+/// once, up to 4,096 messages and 64 MiB of bodies held, batches that wait at most 5 ms for
+/// company while a call of their kind is in flight, up to 128 of them in flight per action.
 #[derive(Clone)]
 pub struct EngineBuilder {
     api: Option<Arc<dyn SqsApi>>,
@@ -43,6 +44,8 @@ pub struct EngineBuilder {
     receivers: usize,
     workers: usize,
     prefetch: Option<usize>,
+    max_held: usize,
+    max_held_bytes: usize,
     receive_batch: usize,
     wait_time: Duration,
     visibility_timeout: Option<Duration>,
@@ -66,14 +69,16 @@ impl Default for EngineBuilder {
         Self {
             api: None,
             queue: None,
-            receivers: 4,
+            receivers: DEFAULT_RECEIVERS,
             workers: 64,
             prefetch: None,
+            max_held: DEFAULT_MAX_HELD,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
             receive_batch: 10,
             wait_time: Duration::from_secs(20),
             visibility_timeout: None,
             max_batch_wait: Duration::from_millis(5),
-            max_batches_in_flight: 16,
+            max_batches_in_flight: 128,
             shutdown_timeout: Duration::from_secs(30),
             backoff: Backoff::default(),
             heartbeat: true,
@@ -96,6 +101,8 @@ impl std::fmt::Debug for EngineBuilder {
             .field("receivers", &self.receivers)
             .field("workers", &self.workers)
             .field("prefetch", &self.prefetch)
+            .field("max_held", &self.max_held)
+            .field("max_held_bytes", &self.max_held_bytes)
             .field("receive_batch", &self.receive_batch)
             .field("wait_time", &self.wait_time)
             .field("visibility_timeout", &self.visibility_timeout)
@@ -141,25 +148,48 @@ impl EngineBuilder {
         self
     }
 
-    /// Long-poll loops on the queue, 1..=64. Default 4.
+    /// The most long-poll loops on the queue at once, 1..=256. Default 128.
+    ///
+    /// The engine runs as many as keep up with the queue: one while receives come back empty
+    /// or partly filled (an idle queue costs one long poll at a time), one more each time a
+    /// receive comes back full while the prefetch has room, so that a busy queue on a slow
+    /// link gets as many receives in flight as its round trip needs (messages in flight =
+    /// throughput × round trip: 20,000 a second at 50 ms is 1,000 messages, 100 receives).
     pub fn receivers(mut self, receivers: usize) -> Self {
         self.receivers = receivers;
         self
     }
 
-    /// Handler invocations at once, 1..=100 000. Default 64.
+    /// Handler invocations at once, 1..=100 000. Default 64. A message whose handler has
+    /// returned no longer counts here while its settlement waits for SQS.
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
         self
     }
 
-    /// Messages received ahead of a free worker (with the [`Consumer`], received and not yet
-    /// handed out). The engine never holds more than `workers + prefetch` unsettled messages,
-    /// nor more than `prefetch` (at least one receive batch) waiting; each receiver waits for
-    /// room for a whole receive batch. Default: one receive batch per receiver; at most
-    /// 100 000.
+    /// Messages received, or being received, ahead of a free worker (with the [`Consumer`],
+    /// not yet handed out), at least one receive batch; each receiver waits for room for a
+    /// whole receive batch before it calls. Default: one receive batch per receiver
+    /// ([`receivers`](Self::receivers)); at most 100 000.
     pub fn prefetch(mut self, prefetch: usize) -> Self {
         self.prefetch = Some(prefetch);
+        self
+    }
+
+    /// The most messages the engine holds at once: received and not yet settled, whether
+    /// waiting for a worker, being handled, or waiting for SQS's answer to their settlement
+    /// (then only their receipt handle is kept). At least one receive batch. Default 4,096.
+    pub fn max_held(mut self, messages: usize) -> Self {
+        self.max_held = messages;
+        self
+    }
+
+    /// The most bytes of message bodies held at once (each body counted in whole KiB, until
+    /// its message is settled), at least 1 MiB. Receivers wait for room once they have a
+    /// receive's messages in hand, so the bound can be passed by what the receives in flight
+    /// bring, never by more. Default 64 MiB.
+    pub fn max_held_bytes(mut self, bytes: usize) -> Self {
+        self.max_held_bytes = bytes;
         self
     }
 
@@ -322,7 +352,7 @@ impl EngineBuilder {
             .queue
             .filter(|q| !q.is_empty())
             .ok_or_else(|| ConfigError::new("queue", "unset", "a queue name or URL"))?;
-        check_range("receivers", self.receivers, 1..=64, "1..=64")?;
+        check_range("receivers", self.receivers, 1..=256, "1..=256")?;
         check_range("workers", self.workers, 1..=100_000, "1..=100000")?;
         check_range("receive_batch", self.receive_batch, 1..=10, "1..=10")?;
         check_range(
@@ -367,14 +397,18 @@ impl EngineBuilder {
             );
         }
         let queue_name = crate::queue::name_of(&queue).to_owned();
-        if self.workers + prefetch < self.receive_batch {
-            return Err(ConfigError::new(
-                "prefetch",
-                prefetch,
-                "large enough that workers + prefetch holds one receive batch",
-            )
-            .into());
-        }
+        check_range(
+            "max_held",
+            self.max_held,
+            self.receive_batch..=MAX_HELD,
+            "at least one receive batch, at most 1000000",
+        )?;
+        check_range(
+            "max_held_bytes",
+            self.max_held_bytes,
+            (1 << 20)..=(1 << 40),
+            "1 MiB..=1 TiB",
+        )?;
         let redrive = match (self.max_attempts, self.dead_letter) {
             (None, None) => None,
             (Some(_), None) => {
@@ -407,7 +441,8 @@ impl EngineBuilder {
             queue,
             receivers: self.receivers,
             workers: self.workers,
-            capacity: self.workers + prefetch,
+            capacity: self.max_held,
+            capacity_kib: self.max_held_bytes / 1024,
             prefetch,
             receive: ReceiverConfig {
                 max_messages: u8::try_from(self.receive_batch).unwrap_or(10),
@@ -434,6 +469,18 @@ impl EngineBuilder {
 
 /// The most messages received ahead of the workers.
 const MAX_PREFETCH: usize = 100_000;
+
+/// The most messages held, whatever the setting.
+const MAX_HELD: usize = 1_000_000;
+
+/// The most receivers at once, unless told otherwise.
+const DEFAULT_RECEIVERS: usize = 128;
+
+/// The most messages held at once, unless told otherwise.
+const DEFAULT_MAX_HELD: usize = 4_096;
+
+/// The most bytes of bodies held at once, unless told otherwise: 64 MiB.
+const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
 
 /// The smallest heartbeat margin: an extension must reach SQS before the deadline.
 const MIN_HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
@@ -488,6 +535,7 @@ pub struct Engine {
     receivers: usize,
     workers: usize,
     capacity: usize,
+    capacity_kib: usize,
     prefetch: usize,
     receive: ReceiverConfig,
     visibility_timeout: Option<u32>,
@@ -597,9 +645,10 @@ impl Engine {
 
     /// Opens the queue and starts its receivers, settlement and heartbeat on the current
     /// runtime, handing the deliveries to the caller instead of a handler: see [`Consumer`].
-    /// The consumer holds at most `workers + prefetch` unsettled messages, of which at most
-    /// `prefetch` (at least one receive batch) received and not yet handed out: it receives
-    /// as fast as its deliveries are taken, up to `workers` of them unsettled at once.
+    /// The consumer holds at most [`max_held`](EngineBuilder::max_held) unsettled messages
+    /// (and [`max_held_bytes`](EngineBuilder::max_held_bytes) of bodies), of which at most
+    /// `prefetch` (at least one receive batch) received, or being received, and not yet handed
+    /// out: it receives as fast as its deliveries are taken.
     ///
     /// # Errors
     ///
@@ -656,6 +705,7 @@ impl Engine {
             ConsumerConfig {
                 receivers: self.receivers,
                 capacity: self.capacity,
+                capacity_kib: self.capacity_kib,
                 ahead: self.prefetch,
                 receive: self.receive,
                 fifo_order,

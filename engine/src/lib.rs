@@ -83,6 +83,7 @@ mod error;
 mod fifo;
 mod handler;
 pub mod health;
+mod held;
 mod lane;
 mod message;
 pub mod metrics;

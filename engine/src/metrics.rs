@@ -24,6 +24,9 @@
 //! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: the message may come back while its handler runs) |
 //! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages received and not yet settled (prefetched, being handled, or with a settlement awaiting SQS's answer) |
 //! | `sqs_engine_messages_prefetched` | gauge | `queue` | messages received and waiting for a worker |
+//! | `sqs_engine_messages_held_bytes` | gauge | `queue` | bytes of message bodies held (whole KiB each, until settled), bounded by `max_held_bytes` |
+//! | `sqs_engine_receivers_active` | gauge | `queue` | long-poll receivers running: as many as keep up with the queue, up to `receivers` |
+//! | `sqs_engine_settle_batches_in_flight` | gauge | `queue`, `action` | settlement batch calls awaiting SQS's answer |
 //! | `sqs_engine_handlers_running` | gauge | `queue` | handler invocations running |
 //! | `sqs_engine_workers` | gauge | `queue` | handler invocations allowed at once: utilisation is running / workers |
 //! | `sqs_engine_handler_duration_seconds` | histogram | `queue` | time a handler invocation took |
@@ -109,6 +112,9 @@ const HANDLERS_RUNNING: &str = "sqs_engine_handlers_running";
 const WORKERS: &str = "sqs_engine_workers";
 const HANDLER_DURATION: &str = "sqs_engine_handler_duration_seconds";
 const OLDEST_AGE: &str = "sqs_engine_oldest_message_age_seconds";
+const HELD_BYTES: &str = "sqs_engine_messages_held_bytes";
+const RECEIVERS_ACTIVE: &str = "sqs_engine_receivers_active";
+const BATCHES_IN_FLIGHT: &str = "sqs_engine_settle_batches_in_flight";
 
 /// What kind of metric it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,6 +249,24 @@ pub const METRICS: &[MetricInfo] = &[
         "Messages received and not yet settled: prefetched, being handled, or with a settlement awaiting SQS's answer.",
     ),
     info(
+        HELD_BYTES,
+        MetricKind::Gauge,
+        Unit::Bytes,
+        "Bytes of message bodies held (each counted in whole KiB until its message is settled).",
+    ),
+    info(
+        RECEIVERS_ACTIVE,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Long-poll receivers running: as many as keep up with the queue, up to the receivers setting.",
+    ),
+    info(
+        BATCHES_IN_FLIGHT,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Settlement batch calls awaiting SQS's answer, by action.",
+    ),
+    info(
         PREFETCHED,
         MetricKind::Gauge,
         Unit::Count,
@@ -316,6 +340,9 @@ pub(crate) struct QueueMetrics {
     workers: Gauge,
     handler_duration: Histogram,
     oldest_age: Gauge,
+    held_bytes: Gauge,
+    receivers_active: Gauge,
+    batches_in_flight: [Gauge; 2],
     stats: Arc<StatsCells>,
 }
 
@@ -366,6 +393,11 @@ impl QueueMetrics {
             workers: gauge!(WORKERS, "queue" => queue.clone()),
             handler_duration: histogram!(HANDLER_DURATION, "queue" => queue.clone()),
             oldest_age: gauge!(OLDEST_AGE, "queue" => queue.clone()),
+            held_bytes: gauge!(HELD_BYTES, "queue" => queue.clone()),
+            receivers_active: gauge!(RECEIVERS_ACTIVE, "queue" => queue.clone()),
+            batches_in_flight: [Lane::Delete, Lane::Visibility].map(|lane| {
+                gauge!(BATCHES_IN_FLIGHT, "queue" => queue.clone(), "action" => Action::of_lane(lane).as_str())
+            }),
             stats,
         }
     }
@@ -443,6 +475,21 @@ impl QueueMetrics {
                 .held
                 .fetch_sub((-delta) as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Bodies of this many bytes are now held (`+n`) or no longer (`-n`).
+    pub(crate) fn held_bytes(&self, delta: f64) {
+        self.held_bytes.increment(delta);
+    }
+
+    /// This many receivers run now.
+    pub(crate) fn receivers_active(&self, receivers: f64) {
+        self.receivers_active.set(receivers);
+    }
+
+    /// A settlement batch call of `lane` started (`+1`) or was answered (`-1`).
+    pub(crate) fn batches_in_flight(&self, lane: Lane, delta: f64) {
+        self.batches_in_flight[lane.index()].increment(delta);
     }
 
     /// Messages now wait for a worker (`+n`) or no longer (`-n`).
@@ -599,7 +646,7 @@ pub struct Stats {
     /// the same: [`total_calls`](Self::total_calls) counts them.
     pub abandoned_receives: u64,
     /// Messages held now: received and not yet settled (prefetched, being handled, or with a
-    /// settlement waiting for SQS's answer). Never more than `workers + prefetch`.
+    /// settlement waiting for SQS's answer). Never more than the engine's `max_held`.
     pub in_flight: u64,
 }
 

@@ -1,20 +1,33 @@
 //! Long-poll receivers: each loops on `ReceiveMessage` while the engine has room for a batch.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, warn};
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug_span, error, warn};
 
 use crate::api::{CallErrorKind, ReceiveRequest};
 use crate::backoff::Backoff;
 use crate::caught::caught;
 use crate::delivery::Delivery;
 use crate::health::AfterFailure;
+use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
+use crate::round_trip::RoundTrip;
+
+/// Receives in flight worth having per second of a receive's round trip: enough for 40,000
+/// messages a second (ten a receive), about what one engine process handles. More only cost
+/// CPU and leave batches less full.
+const RECEIVES_PER_ROUND_TRIP_SECOND: f64 = 4_000.0;
+
+/// The fewest receivers the engine grows to whatever the round trip: a loaded machine answers
+/// loopback calls in well under a millisecond, but its event loop adds its own waits.
+const MIN_USEFUL_RECEIVERS: usize = 8;
 
 /// How a receiver backs off after a failed receive: from 100 ms up to 10 s, for as long as
 /// the failures last.
@@ -27,27 +40,158 @@ pub(crate) struct ReceiverConfig {
     pub(crate) wait_time: Duration,
 }
 
-/// Receives until `stop` is cancelled or the dispatcher goes away.
+/// The receivers of one queue and what they share. The engine runs between one and `most`
+/// of them, as many as keep up with the queue: a receive that comes back full, with room for
+/// more, starts another; one that comes back partly filled or empty ends its receiver (the last
+/// one stays). So an idle queue costs one long poll at a time, and a busy one on a slow link
+/// gets as many receives in flight as its round trip needs.
+pub(crate) struct Receivers {
+    pub(crate) queue: Arc<QueueRuntime>,
+    pub(crate) config: ReceiverConfig,
+    /// Messages held at once (received and not yet settled): taken for a whole receive batch
+    /// before each call.
+    pub(crate) slots: Arc<Semaphore>,
+    /// Bytes of message bodies held, in KiB: taken after a receive for what it brought.
+    pub(crate) bytes: Arc<Semaphore>,
+    /// Room for messages received and not yet handed out (the prefetch).
+    pub(crate) ahead: Arc<Semaphore>,
+    pub(crate) out: mpsc::Sender<Vec<Delivery>>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) tasks: TaskTracker,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// The most receivers at once.
+    pub(crate) most: usize,
+    /// The most KiB one receive may take from `bytes` (all of it).
+    pub(crate) bytes_cap: u32,
+    active: AtomicUsize,
+    /// How long a full receive takes (its round trip: SQS answers a long poll at once when it
+    /// has messages).
+    full_receive: RoundTrip,
+}
+
+impl Receivers {
+    /// The receivers of `queue`, none running yet: call [`start`](Self::start).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        queue: Arc<QueueRuntime>,
+        config: ReceiverConfig,
+        slots: Arc<Semaphore>,
+        bytes: Arc<Semaphore>,
+        ahead: Arc<Semaphore>,
+        out: mpsc::Sender<Vec<Delivery>>,
+        stop: CancellationToken,
+        runtime: tokio::runtime::Handle,
+        most: usize,
+    ) -> Arc<Self> {
+        let bytes_cap = u32::try_from(bytes.available_permits()).unwrap_or(u32::MAX);
+        Arc::new(Self {
+            queue,
+            config,
+            slots,
+            bytes,
+            ahead,
+            out,
+            stop,
+            tasks: TaskTracker::new(),
+            runtime,
+            most: most.max(1),
+            bytes_cap,
+            active: AtomicUsize::new(0),
+            full_receive: RoundTrip::default(),
+        })
+    }
+
+    /// Starts the first receiver.
+    pub(crate) fn start(self: &Arc<Self>) {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        self.spawn();
+        self.tasks.close();
+    }
+
+    /// How many receivers run now.
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    fn spawn(self: &Arc<Self>) {
+        let index = self.active();
+        self.queue.metrics.receivers_active(index as f64);
+        self.tasks.spawn_on(
+            run(Arc::clone(self))
+                .instrument(debug_span!("receiver", queue = %self.queue.name, index)),
+            &self.runtime,
+        );
+    }
+
+    /// How many receivers are worth running at the round trip measured so far: enough
+    /// receives in flight for [`RECEIVES_PER_ROUND_TRIP_SECOND`], at least
+    /// [`MIN_USEFUL_RECEIVERS`], at most `most`.
+    fn useful(&self) -> usize {
+        let by_round_trip = self.full_receive.get().map_or(MIN_USEFUL_RECEIVERS, |rtt| {
+            (rtt.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize
+        });
+        by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
+    }
+
+    /// After a full receive that took `took`: starts one more receiver when fewer run than
+    /// are worth it at the round trip, and the prefetch has room for its receive too.
+    fn grow(self: &Arc<Self>, took: Duration) {
+        self.full_receive.sample(took);
+        let batch = usize::from(self.config.max_messages);
+        if self.ahead.available_permits() < batch || self.stop.is_cancelled() {
+            return;
+        }
+        let useful = self.useful();
+        let grown = self
+            .active
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
+                (active < useful).then_some(active + 1)
+            })
+            .is_ok();
+        if grown {
+            self.spawn();
+        }
+    }
+
+    /// After a partly filled or empty receive: whether this receiver ends (it is not the last).
+    fn shrink(&self) -> bool {
+        let shrunk = self
+            .active
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
+                (active > 1).then(|| active - 1)
+            })
+            .is_ok();
+        if shrunk {
+            self.queue.metrics.receivers_active(self.active() as f64);
+        }
+        shrunk
+    }
+
+    /// Waits until every receiver has ended.
+    pub(crate) async fn wait(&self) {
+        self.tasks.wait().await;
+    }
+}
+
+/// One receiver: receives until `stop` is cancelled, the dispatcher goes away, or a receive
+/// that brought less than a full batch ends it (see [`Receivers`]).
 ///
 /// Before each call it takes room for `max_messages` from `ahead`, the messages that may wait
 /// received and not yet handed out (the prefetch), and from `slots`, the messages the engine
 /// may hold at once (handed out and unsettled, or waiting), so it never receives more than can
-/// start soon: while either is full, it waits instead of polling. The room in `ahead` of the
-/// messages received is given back as the consumer hands them out.
+/// start soon: while either is full, it waits instead of polling. After the call, the bodies it
+/// brought take their size from `bytes`. The room in `ahead` of the messages received is given
+/// back as the consumer hands them out.
 /// A failed receive backs off with jitter and tries again, for as long as it fails.
 ///
 /// When `stop` is cancelled during a long poll, the poll gets four round trips (as measured on
 /// the queue's short calls; a second before any was measured) to answer; what it brings
 /// is returned at once (visibility 0). A poll still open after that is abandoned: a message SQS
 /// handed out in its answer comes back when its visibility timeout lapses.
-pub(crate) async fn run(
-    queue: Arc<QueueRuntime>,
-    config: ReceiverConfig,
-    slots: Arc<Semaphore>,
-    ahead: Arc<Semaphore>,
-    out: mpsc::Sender<Vec<Delivery>>,
-    stop: CancellationToken,
-) {
+async fn run(set: Arc<Receivers>) {
+    let queue = &set.queue;
+    let config = set.config;
+    let stop = &set.stop;
     let backoff = Backoff::new(RECEIVE_BACKOFF.0, RECEIVE_BACKOFF.1, u32::MAX);
     let mut failures: u32 = 0;
     // On a FIFO queue, the attempt id of the receive under way: kept when a call gets no
@@ -57,7 +201,7 @@ pub(crate) async fn run(
         let room = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            room = Arc::clone(&ahead).acquire_many_owned(u32::from(config.max_messages)) => room,
+            room = Arc::clone(&set.ahead).acquire_many_owned(u32::from(config.max_messages)) => room,
         };
         let Ok(mut room) = room else {
             return;
@@ -65,7 +209,7 @@ pub(crate) async fn run(
         let permits = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            permits = Arc::clone(&slots).acquire_many_owned(u32::from(config.max_messages)) => permits,
+            permits = Arc::clone(&set.slots).acquire_many_owned(u32::from(config.max_messages)) => permits,
         };
         let Ok(mut permits) = permits else {
             return;
@@ -95,7 +239,7 @@ pub(crate) async fn run(
                         Ok(result) => {
                             queue.metrics.call(Action::ReceiveMessage, result.is_ok());
                             if let Ok(messages) = result {
-                                return_at_once(&queue, messages, &mut permits, called_at);
+                                return_at_once(queue, messages, &mut permits, called_at);
                             }
                         }
                         Err(_) => queue.metrics.receive_abandoned(),
@@ -114,16 +258,41 @@ pub(crate) async fn run(
                 failures = 0;
                 queue.health.receive_succeeded();
                 if messages.is_empty() {
+                    if set.shrink() {
+                        return;
+                    }
                     continue;
                 }
+                let full = messages.len() >= usize::from(config.max_messages);
                 queue.metrics.received(messages.len());
+                // The bodies' room: waited for with the messages in hand, so the cap may be
+                // passed by what the receives in flight bring, never by more.
+                let sizes: Vec<u32> = messages.iter().map(|m| body_kib(&m.body)).collect();
+                let wanted = sizes.iter().sum::<u32>().min(set.bytes_cap);
+                let bytes = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => {
+                        return_at_once(queue, messages, &mut permits, called_at);
+                        return;
+                    }
+                    bytes = Arc::clone(&set.bytes).acquire_many_owned(wanted) => bytes,
+                };
+                let Ok(mut bytes) = bytes else {
+                    return_at_once(queue, messages, &mut permits, called_at);
+                    return;
+                };
                 let deliveries: Vec<Delivery> = messages
                     .into_iter()
-                    .map(|message| {
+                    .zip(sizes)
+                    .map(|(message, kib)| {
                         let slot = permits.split(1);
-                        Delivery::new(Arc::clone(&queue), message, slot, called_at)
+                        let body = bytes
+                            .split((kib as usize).min(bytes.num_permits()))
+                            .map(|permit| BodyRoom::new(permit, Arc::clone(&queue.metrics)));
+                        Delivery::new(Arc::clone(queue), message, slot, body, called_at)
                     })
                     .collect();
+                drop(bytes);
                 // The room not used goes back now; the rest as the deliveries are handed out.
                 drop(permits);
                 if let Some(received) = room.split(deliveries.len()) {
@@ -134,9 +303,14 @@ pub(crate) async fn run(
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());
                 }
-                if let Err(unsent) = out.send(deliveries).await {
+                if let Err(unsent) = set.out.send(deliveries).await {
                     // Nobody takes them any more: back to the queue at once.
-                    crate::delivery::return_all(&queue, unsent.0);
+                    crate::delivery::return_all(queue, unsent.0);
+                    return;
+                }
+                if full {
+                    set.grow(called_at.elapsed());
+                } else if set.shrink() {
                     return;
                 }
             }
@@ -163,6 +337,11 @@ pub(crate) async fn run(
     }
 }
 
+/// The room a body takes among the bytes held, in KiB (at least one).
+fn body_kib(body: &str) -> u32 {
+    u32::try_from(body.len().div_ceil(1024).max(1)).unwrap_or(u32::MAX)
+}
+
 /// A fresh `ReceiveRequestAttemptId`: 32 random hexadecimal digits (SQS takes up to 128
 /// characters).
 fn attempt_id() -> String {
@@ -181,7 +360,13 @@ fn return_at_once(
     }
     queue.metrics.received(messages.len());
     for message in messages {
-        let delivery = Delivery::new(Arc::clone(queue), message, permits.split(1), called_at);
+        let delivery = Delivery::new(
+            Arc::clone(queue),
+            message,
+            permits.split(1),
+            None,
+            called_at,
+        );
         delivery.settle_detached(crate::outcome::Outcome::Retry);
     }
 }
@@ -292,5 +477,108 @@ mod tests {
         let delivery = consumer.recv().await.expect("the message");
         assert_eq!(api.attempt_ids().first(), Some(&None));
         close(consumer, delivery).await;
+    }
+
+    /// `count` receive answers of a full batch each, after `delay`, with ids from `first`.
+    fn full_receives(
+        first: usize,
+        count: usize,
+        delay: Duration,
+    ) -> Vec<crate::stand_in::ReceiveAnswer> {
+        (0..count)
+            .map(|batch| {
+                let messages = (0..10)
+                    .map(|i| message(&format!("m{}", first + batch * 10 + i)))
+                    .collect();
+                (delay, Ok(messages))
+            })
+            .collect()
+    }
+
+    /// Runs an acking engine with up to `receivers` receivers on `api` until `until`.
+    async fn run_acking(api: &Arc<StandIn>, receivers: usize, until: Duration) {
+        let engine = Engine::builder()
+            .api(Arc::clone(api))
+            .queue("q")
+            .receivers(receivers)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine");
+        let stats = engine
+            .run(
+                |_message: crate::Message| async { crate::Outcome::Ack },
+                tokio::time::sleep(until),
+            )
+            .await
+            .expect("runs");
+        assert!(stats.messages_received > 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn full_receives_start_more_receivers_up_to_the_setting() {
+        // Every receive takes 50 ms and comes back full: one receiver alone would get 200
+        // messages a second.
+        let api = StandIn::receiving_script(full_receives(0, 400, Duration::from_millis(50)));
+        let watched = Arc::clone(&api);
+        let first = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            watched.receives_under_way()
+        });
+        run_acking(&api, 8, Duration::from_secs(2)).await;
+        assert_eq!(
+            first.await.expect("watcher"),
+            1,
+            "one receiver to start with"
+        );
+        assert_eq!(
+            api.most_receives_under_way(),
+            8,
+            "as many receives in flight as allowed while every one comes back full"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_round_trip_needs_few_receivers() {
+        // 1 ms a receive: eight receivers in flight already carry 80,000 messages a second.
+        let api = StandIn::receiving_script(full_receives(0, 400, Duration::from_millis(1)));
+        run_acking(&api, 128, Duration::from_secs(2)).await;
+        let most = api.most_receives_under_way();
+        assert!(
+            (2..=MIN_USEFUL_RECEIVERS).contains(&most),
+            "{most} receives in flight at once"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_round_trip_gets_as_many_receivers_as_it_needs() {
+        // 20 ms a receive: 80 receives in flight for 40,000 messages a second.
+        let api = StandIn::receiving_script(full_receives(0, 2_000, Duration::from_millis(20)));
+        run_acking(&api, 128, Duration::from_secs(2)).await;
+        assert_eq!(api.most_receives_under_way(), 80);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_queue_costs_one_long_poll_at_a_time() {
+        // A backlog that starts eight receivers, then a queue that answers every long poll
+        // empty after its 20 s wait.
+        let mut script = full_receives(0, 40, Duration::from_millis(50));
+        script.extend((0..40).map(|_| (Duration::from_secs(20), Ok(Vec::new()))));
+        let api = StandIn::receiving_script(script);
+        let watched = Arc::clone(&api);
+        let idle = tokio::spawn(async move {
+            // Long after the backlog: every receiver but one has ended.
+            tokio::time::sleep(Duration::from_secs(90)).await;
+            watched.receives_under_way()
+        });
+        run_acking(&api, 8, Duration::from_secs(100)).await;
+        assert!(
+            api.most_receives_under_way() > 1,
+            "the backlog started more receivers"
+        );
+        assert_eq!(
+            idle.await.expect("watcher"),
+            1,
+            "one long poll on an idle queue"
+        );
     }
 }

@@ -30,6 +30,14 @@ impl RoundTrip {
         self.micros.store(new.max(1), Ordering::Relaxed);
     }
 
+    /// The smoothed round trip; `None` until the first sample.
+    pub(crate) fn get(&self) -> Option<Duration> {
+        match self.micros.load(Ordering::Relaxed) {
+            0 => None,
+            micros => Some(Duration::from_micros(micros)),
+        }
+    }
+
     /// How long a receive under way at shutdown may still take: four round trips (the answer
     /// of a poll that took messages at the last moment is one away), at least 50 ms, at most a
     /// second; a second while nothing was measured.

@@ -5,6 +5,7 @@
 //! SQS itself does is proven against LocalStack in `tests/`.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -41,6 +42,18 @@ pub(crate) struct StandIn {
     receives: Mutex<VecDeque<ReceiveAnswer>>,
     /// The `ReceiveRequestAttemptId` of each receive, in order.
     attempt_ids: Mutex<Vec<Option<String>>>,
+    /// Receives under way now, and the most there were at once.
+    under_way: Arc<AtomicUsize>,
+    most_under_way: Arc<AtomicUsize>,
+}
+
+/// Counts a receive as under way until dropped.
+struct Receiving(Arc<AtomicUsize>);
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl StandIn {
@@ -74,6 +87,18 @@ impl StandIn {
     #[cfg(test)]
     pub(crate) fn receiving(delay: Duration, messages: Vec<ReceivedMessage>) -> Arc<Self> {
         Self::receiving_script(vec![(delay, Ok(messages))])
+    }
+
+    /// Receives under way now.
+    #[cfg(test)]
+    pub(crate) fn receives_under_way(&self) -> usize {
+        self.under_way.load(Ordering::SeqCst)
+    }
+
+    /// The most receives there were under way at once.
+    #[cfg(test)]
+    pub(crate) fn most_receives_under_way(&self) -> usize {
+        self.most_under_way.load(Ordering::SeqCst)
     }
 
     /// Answers the next receives from `script`, each after its delay, then no receive; records
@@ -213,7 +238,11 @@ impl SqsApi for Arc<StandIn> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front();
+        let now = self.under_way.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_under_way.fetch_max(now, Ordering::SeqCst);
+        let under_way = Receiving(Arc::clone(&self.under_way));
         Box::pin(async move {
+            let _under_way = under_way;
             match next {
                 Some((delay, answer)) => {
                     tokio::time::sleep(delay).await;

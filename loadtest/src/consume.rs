@@ -52,9 +52,10 @@ pub(crate) struct ConsumeArgs {
     #[arg(long, default_value_t = 64)]
     workers: usize,
 
-    /// Long-poll receivers (the engine's receivers setting).
-    #[arg(long, default_value_t = 4)]
-    receivers: usize,
+    /// The most long-poll receivers (the engine's receivers setting; it runs as many as keep
+    /// up). Without it, the engine's default.
+    #[arg(long)]
+    receivers: Option<usize>,
 
     /// Sleep this long in the handler before each outcome, in milliseconds.
     #[arg(long, default_value_t = 0, value_name = "MS")]
@@ -178,8 +179,10 @@ async fn consume(args: &ConsumeArgs) -> Result<()> {
     let mut builder = Engine::builder()
         .sdk_config(&config)
         .queue(args.queue.clone())
-        .workers(args.workers)
-        .receivers(args.receivers);
+        .workers(args.workers);
+    if let Some(receivers) = args.receivers {
+        builder = builder.receivers(receivers);
+    }
     if let Some(secs) = args.visibility_secs {
         builder = builder.visibility_timeout(Duration::from_secs(secs));
     }

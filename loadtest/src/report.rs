@@ -202,8 +202,8 @@ pub(crate) struct ConsumeSetup {
     pub(crate) endpoint: Option<String>,
     /// Handler invocations at once.
     pub(crate) workers: usize,
-    /// Long-poll receivers.
-    pub(crate) receivers: usize,
+    /// The most long-poll receivers, when set (else the engine's default).
+    pub(crate) receivers: Option<usize>,
     /// Sleep in the handler before each outcome, in milliseconds.
     pub(crate) handler_delay_ms: u64,
     /// What the handler does with each message.
@@ -320,7 +320,13 @@ impl fmt::Display for ConsumeReport {
         );
         table.row(
             "workers / receivers",
-            format!("{} / {}", setup.workers, setup.receivers),
+            format!(
+                "{} / {}",
+                setup.workers,
+                setup
+                    .receivers
+                    .map_or_else(|| "default".to_owned(), |r| r.to_string())
+            ),
         );
         table.row("handler delay", format!("{} ms", setup.handler_delay_ms));
         let behaviour = &setup.behaviour;

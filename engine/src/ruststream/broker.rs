@@ -309,6 +309,13 @@ impl ConnectedSqsBroker {
             .queue(queue_name(&queue.queue).into_owned())
             .receivers(queue.receivers)
             .workers(queue.max_in_flight)
+            // Handed out and unsettled, plus the receives ahead of the workers: the cap the
+            // subscription promises.
+            .max_held(
+                queue
+                    .max_in_flight
+                    .saturating_add(queue.receivers.saturating_mul(10)),
+            )
             .wait_time(queue.wait)
             .heartbeat(queue.heartbeat)
             .create_if_missing(queue.create_if_missing);

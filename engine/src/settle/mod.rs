@@ -415,11 +415,7 @@ async fn sleep_until_or_forever(deadline: Option<Instant>) {
 async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
     let lane = batch.lane;
     let action = Action::of_lane(lane);
-    let _in_flight = CallInFlight {
-        settler: Arc::clone(&settler),
-        lane,
-        receipts: busy_receipts(lane, &batch.entries),
-    };
+    let _in_flight = CallInFlight::new(&settler, lane, busy_receipts(lane, &batch.entries));
     let mut entries = batch.entries;
     let mut attempt: u32 = 1;
     while !entries.is_empty() {
@@ -499,8 +495,20 @@ struct CallInFlight {
     receipts: Vec<Arc<str>>,
 }
 
+impl CallInFlight {
+    fn new(settler: &Arc<Settler>, lane: Lane, receipts: Vec<Arc<str>>) -> Self {
+        settler.metrics.batches_in_flight(lane, 1.0);
+        Self {
+            settler: Arc::clone(settler),
+            lane,
+            receipts,
+        }
+    }
+}
+
 impl Drop for CallInFlight {
     fn drop(&mut self) {
+        self.settler.metrics.batches_in_flight(self.lane, -1.0);
         self.settler.lock().finish(self.lane, &self.receipts);
         self.settler.wake.notify_one();
     }

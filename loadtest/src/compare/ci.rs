@@ -243,7 +243,7 @@ pub(crate) async fn run(args: CiArgs) -> Result<()> {
             timeout_secs: 120,
             // As many long polls in flight as the raw ceiling has loops (16), so that on a slow
             // server (LocalStack) both are compared at the same receive concurrency.
-            receivers: 16,
+            receivers: Some(16),
             ..CompareArgs::default()
         };
         let comparison = compare(&compare_args).await?;

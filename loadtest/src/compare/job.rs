@@ -24,7 +24,7 @@ pub(crate) struct Job {
     /// Handler invocations at once (the naive loop: receive loops, one message at a time).
     pub(crate) workers: usize,
     /// Long-poll receivers of sqs-engine.
-    pub(crate) receivers: usize,
+    pub(crate) receivers: Option<usize>,
     /// Receive-and-delete loops of the raw ceiling.
     pub(crate) ceiling_loops: usize,
     /// What the handler does.

@@ -110,9 +110,10 @@ pub(crate) struct CompareArgs {
     #[arg(long, default_value_t = 64)]
     pub(crate) workers: usize,
 
-    /// Long-poll receivers of sqs-engine.
-    #[arg(long, default_value_t = 4)]
-    pub(crate) receivers: usize,
+    /// The most long-poll receivers of sqs-engine (it runs as many as keep up). Without it,
+    /// the engine's default.
+    #[arg(long)]
+    pub(crate) receivers: Option<usize>,
 
     /// Receive-and-delete loops of the raw ceiling: enough calls in flight that the target,
     /// not the loop, is the limit (at loopback; see `--latency-ceiling-loops`).
@@ -177,7 +178,7 @@ impl Default for CompareArgs {
             repetitions: 2,
             scale: None,
             workers: 64,
-            receivers: 4,
+            receivers: None,
             ceiling_loops: 16,
             latency: Vec::new(),
             latency_ms: None,

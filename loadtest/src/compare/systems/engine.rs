@@ -27,8 +27,10 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
     let mut builder = Engine::builder()
         .sdk_config(config)
         .queue(job.queue_url.clone())
-        .workers(job.workers)
-        .receivers(job.receivers);
+        .workers(job.workers);
+    if let Some(receivers) = job.receivers {
+        builder = builder.receivers(receivers);
+    }
     if let Some(secs) = job.visibility_secs {
         builder = builder.visibility_timeout(Duration::from_secs(secs));
     }
