@@ -214,6 +214,12 @@ async fn run(set: Arc<Receivers>) {
         let Ok(mut permits) = permits else {
             return;
         };
+        // Settlement falling behind holds receiving back (see Settler::until_not_backlogged).
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = queue.settler.until_not_backlogged() => {}
+        }
         if queue.fifo && attempt.is_none() {
             attempt = Some(attempt_id());
         }
@@ -555,6 +561,23 @@ mod tests {
         let api = StandIn::receiving_script(full_receives(0, 2_000, Duration::from_millis(20)));
         run_acking(&api, 128, Duration::from_secs(2)).await;
         assert_eq!(api.most_receives_under_way(), 80);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn receiving_waits_while_settlement_is_behind() {
+        // Receives answer in 1 ms, deletes take 2 s: without a brake the engine would hold
+        // its 4,096 messages, nearly all waiting for a delete.
+        let api = StandIn::receiving_script_settling_in(
+            full_receives(0, 1_000, Duration::from_millis(1)),
+            Duration::from_secs(2),
+        );
+        run_acking(&api, 128, Duration::from_secs(1)).await;
+        let received: usize = api.attempt_ids().len() * 10;
+        // 16 calls of ten in flight, as many waiting, the receives under way and the handlers.
+        assert!(
+            received <= 16 * 10 * 2 + 10 * MIN_USEFUL_RECEIVERS + 64 + 10,
+            "{received} messages received while settlement was behind"
+        );
     }
 
     #[tokio::test(start_paused = true)]

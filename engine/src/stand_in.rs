@@ -112,6 +112,21 @@ impl StandIn {
         })
     }
 
+    /// As [`receiving_script`](Self::receiving_script), with every batch call answered after
+    /// `latency`.
+    #[cfg(test)]
+    pub(crate) fn receiving_script_settling_in(
+        script: Vec<ReceiveAnswer>,
+        latency: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            record: true,
+            receives: Mutex::new(script.into()),
+            latency,
+            ..Self::default()
+        })
+    }
+
     /// The attempt id of each receive so far.
     #[cfg(test)]
     pub(crate) fn attempt_ids(&self) -> Vec<Option<String>> {

@@ -69,11 +69,13 @@ pub(crate) fn is_fifo(destination: &str) -> bool {
 /// message to the dead-letter queue itself), so the descriptor has `Copies = BrokerMoves`:
 /// `.out_retry(..)` does not compile on it.
 ///
-/// The defaults suit ordered, moderate traffic: one long-poll receiver (a subscription hands out
-/// messages in the order SQS returns them), a 20 s wait, the queue's own visibility timeout, and
-/// one receive (up to ten messages) held ahead of the framework's workers, which take as many
-/// at once as their `workers(n)` allows. For throughput over order, raise
-/// [`receivers`](Self::receivers).
+/// The defaults fit an idle queue and a busy one on a real network alike: the engine's
+/// adaptive receivers (one long poll on an idle queue, as many as the round trip needs while
+/// receives come back full, up to 128), a 20 s wait, the queue's own visibility timeout, and a
+/// receive per receiver held ahead of the framework's workers, which take as many at once as
+/// their `workers(n)` allows. A FIFO queue's groups keep their order whatever the number of
+/// receivers; for a standard queue, which promises no order, [`receivers`](Self::receivers)
+/// `(1)` hands messages out in the order SQS returns them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct SqsQueue {
@@ -89,6 +91,9 @@ pub struct SqsQueue {
     pub(crate) dead_letter: Option<String>,
 }
 
+/// The most receivers, unless told otherwise: the engine's own default.
+const DEFAULT_RECEIVERS: usize = 128;
+
 /// The default cap on deliveries handed out and unsettled: high enough that the framework's
 /// `workers(n)` is what bounds them.
 const DEFAULT_MAX_IN_FLIGHT: usize = 1_000;
@@ -102,7 +107,7 @@ impl SqsQueue {
             wait: Duration::from_secs(20),
             visibility: None,
             create_if_missing: false,
-            receivers: 1,
+            receivers: DEFAULT_RECEIVERS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             batch_window: Duration::from_millis(100),
             heartbeat: true,
@@ -137,8 +142,9 @@ impl SqsQueue {
         self
     }
 
-    /// Long-poll receivers on the queue, 1..=64. Default 1, which keeps the order SQS hands
-    /// messages out in; more receive faster and may reorder.
+    /// The most long-poll receivers on the queue, 1..=256 (the engine runs as many as keep
+    /// up). Default 128. One keeps the order SQS hands a standard queue's messages out in;
+    /// more receive faster and may reorder them.
     pub fn receivers(mut self, receivers: usize) -> Self {
         self.receivers = receivers;
         self

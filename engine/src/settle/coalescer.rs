@@ -54,9 +54,17 @@ pub(crate) struct CoalescerConfig {
     pub(crate) max_batch: usize,
     /// How long the oldest entry may wait while a call of its lane is in flight.
     pub(crate) max_wait: Duration,
-    /// Calls of one lane in flight at once.
+    /// Calls of one lane in flight at once, at most (see [`Coalescer::round_trip`]).
     pub(crate) max_in_flight: usize,
 }
+
+/// Batch calls in flight worth allowing per second of their round trip: enough for 4,000
+/// calls a second of one lane (40,000 messages), about what one engine process settles.
+const CALLS_PER_ROUND_TRIP_SECOND: f64 = 4_000.0;
+
+/// The fewest calls of a lane allowed in flight, whatever the round trip: a full batch
+/// waiting for a slot is cheaper than a partial one sent early, but not by this many.
+const MIN_CALLS_IN_FLIGHT: usize = 16;
 
 #[derive(Debug)]
 struct LaneState<T> {
@@ -96,21 +104,43 @@ impl<T> LaneState<T> {
 #[derive(Debug)]
 pub(crate) struct Coalescer<T> {
     config: CoalescerConfig,
+    /// Calls of one lane allowed in flight now: what the round trip needs, within
+    /// `config.max_in_flight`.
+    allowed: usize,
     lanes: [LaneState<T>; 2],
     draining: bool,
 }
 
 impl<T> Coalescer<T> {
     pub(crate) fn new(config: CoalescerConfig) -> Self {
+        let max_in_flight = config.max_in_flight.max(1);
         Self {
             config: CoalescerConfig {
                 max_batch: config.max_batch.clamp(1, 10),
-                max_in_flight: config.max_in_flight.max(1),
+                max_in_flight,
                 ..config
             },
+            allowed: MIN_CALLS_IN_FLIGHT.min(max_in_flight),
             lanes: [LaneState::new(false), LaneState::new(true)],
             draining: false,
         }
+    }
+
+    /// The batch calls take `rtt` to be answered: allow as many in flight as that round trip
+    /// needs for [`CALLS_PER_ROUND_TRIP_SECOND`], at least [`MIN_CALLS_IN_FLIGHT`], at most
+    /// the configured cap. On a short round trip, batches then wait for a slot and go out
+    /// full; on a long one, enough of them are in flight.
+    pub(crate) fn round_trip(&mut self, rtt: Duration) {
+        let needed = (rtt.as_secs_f64() * CALLS_PER_ROUND_TRIP_SECOND).ceil() as usize;
+        self.allowed = needed
+            .max(MIN_CALLS_IN_FLIGHT)
+            .min(self.config.max_in_flight);
+    }
+
+    /// Calls of one lane allowed in flight now.
+    #[cfg(test)]
+    pub(crate) fn allowed(&self) -> usize {
+        self.allowed
     }
 
     /// Adds an entry. Returns whether the driver must look at the coalescer now: a batch is
@@ -120,7 +150,7 @@ impl<T> Coalescer<T> {
         let state = &mut self.lanes[lane.index()];
         let was_empty = state.pending.is_empty();
         state.pending.push_back(entry);
-        if state.in_flight >= config.max_in_flight {
+        if state.in_flight >= self.allowed {
             // Nothing can go out before a call finishes, and finishing wakes the driver.
             return false;
         }
@@ -133,7 +163,7 @@ impl<T> Coalescer<T> {
         let draining = self.draining;
         for lane in Lane::ALL {
             let state = &mut self.lanes[lane.index()];
-            if state.in_flight >= config.max_in_flight {
+            if state.in_flight >= self.allowed {
                 continue;
             }
             let Some(oldest) = state.oldest_ready() else {
@@ -173,7 +203,7 @@ impl<T> Coalescer<T> {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.lanes
             .iter()
-            .filter(|state| state.in_flight < self.config.max_in_flight)
+            .filter(|state| state.in_flight < self.allowed)
             .filter_map(LaneState::oldest_ready)
             .map(|oldest| oldest.enqueued_at + self.config.max_wait)
             .min()
@@ -223,6 +253,13 @@ impl<T> Coalescer<T> {
         self.config.max_batch
     }
 
+    /// Whether more entries wait, over both lanes, than the calls allowed in flight carry:
+    /// settlement is behind, and receiving more would only make them wait longer.
+    pub(crate) fn is_backlogged(&self) -> bool {
+        let waiting: usize = self.lanes.iter().map(|state| state.pending.len()).sum();
+        waiting > self.allowed * self.config.max_batch
+    }
+
     /// Entries waiting on `lane`.
     pub(crate) fn pending(&self, lane: Lane) -> usize {
         self.lanes[lane.index()].pending.len()
@@ -260,6 +297,43 @@ mod tests {
 
     const WAIT: Duration = Duration::from_millis(5);
     const NONE: [&Arc<str>; 0] = [];
+
+    #[test]
+    fn calls_allowed_in_flight_follow_the_round_trip_within_the_cap() {
+        let mut c = coalescer(128);
+        assert_eq!(c.allowed(), 16, "before any answer");
+        c.round_trip(Duration::from_millis(1));
+        assert_eq!(
+            c.allowed(),
+            16,
+            "a short round trip keeps batches waiting for full ones"
+        );
+        c.round_trip(Duration::from_millis(10));
+        assert_eq!(c.allowed(), 40);
+        c.round_trip(Duration::from_millis(50));
+        assert_eq!(c.allowed(), 128, "the cap");
+        let mut small = coalescer(4);
+        small.round_trip(Duration::from_millis(50));
+        assert_eq!(small.allowed(), 4, "a cap below the floor");
+    }
+
+    #[test]
+    fn more_entries_waiting_than_the_calls_in_flight_carry_is_a_backlog() {
+        let mut c = coalescer(1);
+        let now = Instant::now();
+        for i in 0..10 {
+            c.push(Lane::Delete, entry(&format!("r{i}"), now, i));
+        }
+        assert!(
+            !c.is_backlogged(),
+            "one full batch for the one call allowed"
+        );
+        c.push(Lane::Visibility, entry("r10", now, 10));
+        assert!(c.is_backlogged(), "both lanes count");
+        let batch = c.poll_batch(now).expect("a batch goes out");
+        assert_eq!(batch.entries.len(), 10);
+        assert!(!c.is_backlogged());
+    }
 
     fn coalescer(max_in_flight: usize) -> Coalescer<u32> {
         Coalescer::new(CoalescerConfig {

@@ -71,6 +71,9 @@ pub(crate) struct Settler {
     round_trip: Arc<RoundTrip>,
     state: Mutex<SettleState<Completion>>,
     wake: Notify,
+    /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
+    /// look again.
+    sent: Notify,
 }
 
 /// What a queue's settlement needs to know.
@@ -98,6 +101,26 @@ impl Settler {
             round_trip: config.round_trip,
             state: Mutex::new(SettleState::new(config.coalescer, config.heartbeat)),
             wake: Notify::new(),
+            sent: Notify::new(),
+        }
+    }
+
+    /// Waits while more settlements wait to be sent than the calls allowed in flight carry,
+    /// so that a consumer whose settlement falls behind (a busy CPU, a throttled SQS)
+    /// receives no faster than it settles, instead of queueing settlements without bound.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn until_not_backlogged(&self) {
+        loop {
+            let sent = self.sent.notified();
+            tokio::pin!(sent);
+            sent.as_mut().enable();
+            if !self.lock().is_backlogged() {
+                return;
+            }
+            sent.await;
         }
     }
 
@@ -385,6 +408,9 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
             let done = state.close_if_done();
             (batches, state.next_deadline(), state.is_draining(), done)
         };
+        if !batches.is_empty() {
+            settler.sent.notify_waiters();
+        }
         for batch in batches {
             settler
                 .metrics
@@ -509,7 +535,12 @@ impl CallInFlight {
 impl Drop for CallInFlight {
     fn drop(&mut self) {
         self.settler.metrics.batches_in_flight(self.lane, -1.0);
-        self.settler.lock().finish(self.lane, &self.receipts);
+        let mut state = self.settler.lock();
+        if let Some(rtt) = self.settler.round_trip.get() {
+            state.round_trip(rtt);
+        }
+        state.finish(self.lane, &self.receipts);
+        drop(state);
         self.settler.wake.notify_one();
     }
 }

@@ -14,6 +14,7 @@
 //! settlement of its message.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -167,6 +168,16 @@ impl<S> SettleState<S> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Whether settlement is behind: see [`Coalescer::is_backlogged`].
+    pub(crate) fn is_backlogged(&self) -> bool {
+        self.coalescer.is_backlogged()
+    }
+
+    /// The batch calls take `rtt` to be answered: see [`Coalescer::round_trip`].
+    pub(crate) fn round_trip(&mut self, rtt: Duration) {
+        self.coalescer.round_trip(rtt);
     }
 
     /// A call of `lane` with these receipt handles was answered (or failed for good).
