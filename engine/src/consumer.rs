@@ -124,12 +124,11 @@ impl Consumer {
             slots,
             bytes,
             Arc::clone(&ahead),
-            tx,
             stop_receiving.clone(),
             runtime.clone(),
             config.receivers,
         );
-        receivers.start();
+        receivers.start(tx);
         let gate = config.fifo_order.filter(|_| queue.fifo).map(Gate::new);
         Self {
             rx,

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -55,7 +56,6 @@ pub(crate) struct Receivers {
     pub(crate) bytes: Arc<Semaphore>,
     /// Room for messages received and not yet handed out (the prefetch).
     pub(crate) ahead: Arc<Semaphore>,
-    pub(crate) out: mpsc::Sender<Vec<Delivery>>,
     pub(crate) stop: CancellationToken,
     pub(crate) tasks: TaskTracker,
     pub(crate) runtime: tokio::runtime::Handle,
@@ -65,8 +65,47 @@ pub(crate) struct Receivers {
     pub(crate) bytes_cap: u32,
     active: AtomicUsize,
     /// How long a full receive takes (its round trip: SQS answers a long poll at once when it
-    /// has messages).
+    /// has messages), smoothed.
     full_receive: RoundTrip,
+    /// The shortest full receive lately: the round trip without the queueing the receives in
+    /// flight cause at SQS (see [`BaseRoundTrip`]).
+    base: Mutex<BaseRoundTrip>,
+}
+
+/// The shortest of the samples of the current window and the one before, so that the base
+/// follows a network that got slower within two windows, and a burst of queueing never
+/// becomes the base.
+#[derive(Debug)]
+struct BaseRoundTrip {
+    window_start: Instant,
+    current: Option<Duration>,
+    previous: Option<Duration>,
+}
+
+/// How long a window of [`BaseRoundTrip`] lasts.
+const BASE_WINDOW: Duration = Duration::from_secs(10);
+
+impl BaseRoundTrip {
+    fn new() -> Self {
+        Self {
+            window_start: Instant::now(),
+            current: None,
+            previous: None,
+        }
+    }
+
+    /// Takes a sample in; returns the base.
+    fn sample(&mut self, took: Duration) -> Duration {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= BASE_WINDOW {
+            self.previous = self.current.take();
+            self.window_start = now;
+        }
+        let current = self.current.map_or(took, |current| current.min(took));
+        self.current = Some(current);
+        self.previous
+            .map_or(current, |previous| previous.min(current))
+    }
 }
 
 impl Receivers {
@@ -78,7 +117,6 @@ impl Receivers {
         slots: Arc<Semaphore>,
         bytes: Arc<Semaphore>,
         ahead: Arc<Semaphore>,
-        out: mpsc::Sender<Vec<Delivery>>,
         stop: CancellationToken,
         runtime: tokio::runtime::Handle,
         most: usize,
@@ -90,7 +128,6 @@ impl Receivers {
             slots,
             bytes,
             ahead,
-            out,
             stop,
             tasks: TaskTracker::new(),
             runtime,
@@ -98,13 +135,15 @@ impl Receivers {
             bytes_cap,
             active: AtomicUsize::new(0),
             full_receive: RoundTrip::default(),
+            base: Mutex::new(BaseRoundTrip::new()),
         })
     }
 
-    /// Starts the first receiver.
-    pub(crate) fn start(self: &Arc<Self>) {
+    /// Starts the first receiver, which hands what it receives to `out` (each receiver holds
+    /// a sender: the channel closes when the last one ends).
+    pub(crate) fn start(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
         self.active.fetch_add(1, Ordering::SeqCst);
-        self.spawn();
+        self.spawn(out);
         self.tasks.close();
     }
 
@@ -113,35 +152,53 @@ impl Receivers {
         self.active.load(Ordering::SeqCst)
     }
 
-    fn spawn(self: &Arc<Self>) {
+    fn spawn(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
         let index = self.active();
         self.queue.metrics.receivers_active(index as f64);
         self.tasks.spawn_on(
-            run(Arc::clone(self))
+            run(Arc::clone(self), out)
                 .instrument(debug_span!("receiver", queue = %self.queue.name, index)),
             &self.runtime,
         );
     }
 
-    /// How many receivers are worth running at the round trip measured so far: enough
-    /// receives in flight for [`RECEIVES_PER_ROUND_TRIP_SECOND`], at least
+    /// Takes a full receive's duration into the smoothed and the base round trips; returns
+    /// the base.
+    fn sample(&self, took: Duration) -> Duration {
+        self.full_receive.sample(took);
+        self.base
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sample(took)
+    }
+
+    /// How many receivers are worth running at `base`, the round trip without queueing:
+    /// enough receives in flight for [`RECEIVES_PER_ROUND_TRIP_SECOND`], at least
     /// [`MIN_USEFUL_RECEIVERS`], at most `most`.
-    fn useful(&self) -> usize {
-        let by_round_trip = self.full_receive.get().map_or(MIN_USEFUL_RECEIVERS, |rtt| {
-            (rtt.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize
-        });
+    fn useful(&self, base: Duration) -> usize {
+        let by_round_trip = (base.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
         by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
     }
 
-    /// After a full receive that took `took`: starts one more receiver when fewer run than
-    /// are worth it at the round trip, and the prefetch has room for its receive too.
-    fn grow(self: &Arc<Self>, took: Duration) {
-        self.full_receive.sample(took);
+    /// After a full receive that took `took`: starts one more receiver (handing it a clone of
+    /// `out`) when fewer run than are worth it at the round trip, the receives do not queue
+    /// at SQS (the smoothed round trip stays within twice the base: past that, more receives
+    /// in flight only wait longer, as on a server short of CPU), and the prefetch has room for
+    /// its receive too.
+    fn grow(self: &Arc<Self>, took: Duration, out: &mpsc::Sender<Vec<Delivery>>) {
+        let base = self.sample(took);
         let batch = usize::from(self.config.max_messages);
         if self.ahead.available_permits() < batch || self.stop.is_cancelled() {
             return;
         }
-        let useful = self.useful();
+        if self
+            .full_receive
+            .get()
+            .is_some_and(|smoothed| smoothed > base * 2)
+        {
+            return;
+        }
+        let useful = self.useful(base);
         let grown = self
             .active
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
@@ -149,7 +206,7 @@ impl Receivers {
             })
             .is_ok();
         if grown {
-            self.spawn();
+            self.spawn(out.clone());
         }
     }
 
@@ -188,7 +245,7 @@ impl Receivers {
 /// the queue's short calls; a second before any was measured) to answer; what it brings
 /// is returned at once (visibility 0). A poll still open after that is abandoned: a message SQS
 /// handed out in its answer comes back when its visibility timeout lapses.
-async fn run(set: Arc<Receivers>) {
+async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     let queue = &set.queue;
     let config = set.config;
     let stop = &set.stop;
@@ -309,13 +366,13 @@ async fn run(set: Arc<Receivers>) {
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());
                 }
-                if let Err(unsent) = set.out.send(deliveries).await {
+                if let Err(unsent) = out.send(deliveries).await {
                     // Nobody takes them any more: back to the queue at once.
                     crate::delivery::return_all(queue, unsent.0);
                     return;
                 }
                 if full {
-                    set.grow(called_at.elapsed());
+                    set.grow(called_at.elapsed(), &out);
                 } else if set.shrink() {
                     return;
                 }
@@ -561,6 +618,19 @@ mod tests {
         let api = StandIn::receiving_script(full_receives(0, 2_000, Duration::from_millis(20)));
         run_acking(&api, 128, Duration::from_secs(2)).await;
         assert_eq!(api.most_receives_under_way(), 80);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn receives_that_queue_at_the_server_start_no_more_receivers() {
+        // 5 ms while few receives are in flight, then 40 ms: the server queues them (short of
+        // CPU, say), and more in flight would only wait longer. 40 ms alone would be worth
+        // 128 receivers.
+        let mut script = full_receives(0, 12, Duration::from_millis(5));
+        script.extend(full_receives(120, 600, Duration::from_millis(40)));
+        let api = StandIn::receiving_script(script);
+        run_acking(&api, 128, Duration::from_secs(3)).await;
+        let most = api.most_receives_under_way();
+        assert!(most <= 20, "{most} receives in flight at once");
     }
 
     #[tokio::test(start_paused = true)]
