@@ -193,7 +193,10 @@ impl Consumer {
                 gate.readied().await;
                 continue;
             }
+            // Biased: both branches loop back to the gate, so neither starves the other, and a
+            // fixed order keeps a run on a paused clock the same from one seed to the next.
             tokio::select! {
+                biased;
                 batch = self.rx.recv() => match batch {
                     Some(batch) => {
                         // Taken in: the gate holds them now, out of the prefetch's room.

@@ -777,6 +777,7 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
         let stop = stop.clone();
         tokio::spawn(async move {
             tokio::select! {
+                biased;
                 () = shutdown => stop.cancel(),
                 () = stop.cancelled() => {}
             }
@@ -822,6 +823,7 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                     .collect();
                 tasks.spawn(async move {
                     tokio::select! {
+                        biased;
                         () = JoinAll::new(handles) => {}
                         () = abort.cancelled() => {}
                     }
@@ -850,6 +852,7 @@ async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                             batch.into_iter().map(Delivery::into_parts).unzip();
                         let timer = HandlerTimer::start(&queue);
                         let outcome = tokio::select! {
+                            biased;
                             outcome = handler.handle(messages) => outcome,
                             () = abort.cancelled() => return,
                         };

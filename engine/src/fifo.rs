@@ -61,8 +61,9 @@ pub(crate) struct Gate {
 #[derive(Default)]
 struct GateState {
     /// The groups with a turn under way (or a delivery ready), and the deliveries of each
-    /// waiting behind it, in receive order.
-    groups: HashMap<Arc<str>, VecDeque<Delivery>>,
+    /// waiting behind it, in receive order. Ordered by group, so that what a stopping consumer
+    /// returns goes back in the same order every time.
+    groups: BTreeMap<Arc<str>, VecDeque<Delivery>>,
     /// Deliveries whose turn it is, in receive order, not yet handed out.
     ready: VecDeque<Delivery>,
     /// Per group, the sequence numbers of the messages returned for order and not received
@@ -174,7 +175,7 @@ impl Gate {
         let mut state = self.lock();
         state.returned.clear();
         let mut all: Vec<Delivery> = state.ready.drain(..).collect();
-        for (_, waiting) in state.groups.drain() {
+        for waiting in std::mem::take(&mut state.groups).into_values() {
             all.extend(waiting);
         }
         all

@@ -496,6 +496,7 @@ async fn drive(
             return;
         }
         tokio::select! {
+            biased;
             () = destination.wake.notified() => {}
             () = sleep_until_or_forever(deadline) => {}
         }

@@ -422,7 +422,10 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
             debug!(queue = %settler.name, "settlements flushed");
             return;
         }
+        // Biased: every branch only loops back, and a fixed order keeps a run on a paused clock
+        // the same from one seed to the next.
         tokio::select! {
+            biased;
             () = settler.wake.notified() => {}
             () = sleep_until_or_forever(deadline) => {}
             () = drain.cancelled(), if !draining => {}
