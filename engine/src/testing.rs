@@ -28,6 +28,11 @@
 //!   queue when it is visible again, rather than on the next receive as SQS does it; nothing
 //!   can tell the two apart from outside.
 //!
+//! - A journal, when made with [`InProcessSqs::journaled`]: every change it applied (a send, a
+//!   receive, a delete, a visibility change, a move to the dead-letter queue), in order and with
+//!   the time on tokio's clock, for a test to check what a consumer did from the queue's side
+//!   rather than from the consumer's own counters.
+//!
 //! What it does not model: a long poll has no timer. A receive with a wait time waits until a
 //! message is there, however long that takes (on a paused clock, a timer would move the clock
 //! forward whenever the test idles). Throttling, outages, message retention and the
@@ -117,11 +122,82 @@ impl Shared {
 #[derive(Default)]
 struct State {
     queues: HashMap<String, Queue>,
+    /// What was applied, in order; `None` unless made [`journaled`](InProcessSqs::journaled).
+    journal: Option<Vec<Applied>>,
     next_id: u64,
     observer: Option<Arc<dyn Observer>>,
     /// Receives the observer counted and whose delivery has not yet been claimed, by message
     /// id and receive count (unique per receive).
     owed: HashSet<(String, u32)>,
+}
+
+impl State {
+    /// Notes one applied change in the journal, when there is one.
+    fn note(&mut self, queue: &str, message_id: &str, change: Change) {
+        if let Some(journal) = &mut self.journal {
+            journal.push(Applied {
+                at: Instant::now(),
+                queue: queue.to_owned(),
+                message_id: message_id.to_owned(),
+                change,
+            });
+        }
+    }
+}
+
+/// One change the in-process SQS applied to a message; see [`InProcessSqs::journal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Applied {
+    /// When, on tokio's clock.
+    pub at: Instant,
+    /// The queue's name.
+    pub queue: String,
+    /// The message.
+    pub message_id: String,
+    /// What changed.
+    pub change: Change,
+}
+
+/// What the in-process SQS applied to a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Change {
+    /// Sent (deduplicated FIFO sends are not).
+    Sent {
+        /// The FIFO group, when there is one.
+        group_id: Option<String>,
+    },
+    /// Handed out by a receive, hidden for `visibility` seconds.
+    Received {
+        /// The receipt handle of this receive.
+        receipt_handle: String,
+        /// The message's receive count, this receive included.
+        receive_count: u32,
+        /// The visibility timeout it got, in seconds.
+        visibility: u32,
+    },
+    /// A delete answered with success: `removed` when the handle was the message's newest and
+    /// the message is gone, `false` for an older handle or a message already deleted (SQS
+    /// answers success there too, and deletes nothing).
+    Deleted {
+        /// The receipt handle the delete named.
+        receipt_handle: String,
+        /// Whether the message left the queue.
+        removed: bool,
+    },
+    /// A visibility change applied: hidden for `seconds` from `at`.
+    VisibilityChanged {
+        /// The receipt handle the change named.
+        receipt_handle: String,
+        /// The new visibility timeout.
+        seconds: u32,
+    },
+    /// Moved to the dead-letter queue by the redrive policy.
+    DeadLettered {
+        /// The dead-letter queue's name.
+        dead_letter: String,
+    },
 }
 
 /// The counts of one queue, as `ApproximateNumberOfMessages*` would give them, but exact.
@@ -325,6 +401,52 @@ impl InProcessSqs {
     /// An SQS with no queues yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An SQS with no queues yet that keeps a journal of every change it applies (see
+    /// [`journal`](Self::journal)). The journal grows for as long as the SQS lives: for tests.
+    pub fn journaled() -> Self {
+        let sqs = Self::default();
+        sqs.shared.lock().journal = Some(Vec::new());
+        sqs
+    }
+
+    /// How many changes the journal holds: a position in it, to tell what happened before a
+    /// moment of a test. Zero without a journal.
+    pub fn journal_len(&self) -> usize {
+        self.shared.lock().journal.as_ref().map_or(0, Vec::len)
+    }
+
+    /// The changes applied from position `from` of the journal on, in the order applied.
+    pub fn journal_since(&self, from: usize) -> Vec<Applied> {
+        self.shared
+            .lock()
+            .journal
+            .as_ref()
+            .and_then(|journal| journal.get(from..))
+            .map(<[Applied]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// Every change applied, in order; empty unless made [`journaled`](Self::journaled).
+    pub fn journal(&self) -> Vec<Applied> {
+        self.journal_since(0)
+    }
+
+    /// The receipt handles of the messages of `queue` (a name or URL) in flight now: received,
+    /// not deleted, and still hidden by that receive (the newest handle of each).
+    pub fn in_flight_receipts(&self, queue: &str) -> Vec<String> {
+        let now = Instant::now();
+        let state = self.shared.lock();
+        let Some(queue) = state.queues.get(name_in(queue)) else {
+            return Vec::new();
+        };
+        queue
+            .messages
+            .iter()
+            .filter(|message| message.in_flight(now))
+            .filter_map(|message| message.receipt.as_ref().map(|(receipt, _)| receipt.clone()))
+            .collect()
     }
 
     /// Sends a message with no attributes to the queue `queue` (a name or URL), creating the
@@ -554,6 +676,7 @@ impl InProcessSqs {
         let fifo = queue.fifo;
         let watched = !queue.watchers.is_empty();
         let mut owed = Vec::new();
+        let mut notes = Vec::new();
         let mut received = Vec::with_capacity(take.len());
         for (n, position) in take.into_iter().enumerate() {
             let message = &mut queue.messages[position];
@@ -567,6 +690,14 @@ impl InProcessSqs {
             );
             message.receipt = Some((receipt.clone(), now));
             message.visible_at = now + Duration::from_secs(u64::from(visibility));
+            notes.push((
+                message.id.clone(),
+                Change::Received {
+                    receipt_handle: receipt.clone(),
+                    receive_count: message.receive_count,
+                    visibility,
+                },
+            ));
             if let Some(observer) = &observer {
                 if !message.counted && watched {
                     observer.enqueued();
@@ -616,6 +747,9 @@ impl InProcessSqs {
         }
         state.next_id += received.len() as u64;
         state.owed.extend(owed);
+        for (message_id, change) in notes {
+            state.note(name, &message_id, change);
+        }
         if !received.is_empty() {
             self.wake_after(&state, name, Duration::from_secs(u64::from(visibility)));
         }
@@ -629,15 +763,26 @@ impl InProcessSqs {
             return Vec::new();
         };
         let mut results = Vec::with_capacity(handles.len());
+        let mut notes = Vec::new();
         for handle in handles {
             let (id, _) = handle.split_once(':').unwrap_or((handle, ""));
             let position = queue.messages.iter().position(|m| m.id == id);
+            let deleted = |removed| {
+                (
+                    id.to_owned(),
+                    Change::Deleted {
+                        receipt_handle: (*handle).to_owned(),
+                        removed,
+                    },
+                )
+            };
             let result = match position {
                 Some(position) => {
                     let current = queue.messages[position]
                         .receipt
                         .as_ref()
                         .is_some_and(|(receipt, _)| receipt == handle);
+                    notes.push(deleted(current));
                     if current
                         && let Some(message) = queue.messages.remove(position)
                         && message.counted
@@ -649,13 +794,19 @@ impl InProcessSqs {
                     EntryResult::Ok
                 }
                 // A message already deleted: SQS answers success again.
-                None if handle.contains(':') && id.starts_with("m-") => EntryResult::Ok,
+                None if handle.contains(':') && id.starts_with("m-") => {
+                    notes.push(deleted(false));
+                    EntryResult::Ok
+                }
                 None => entry_failure(
                     "ReceiptHandleIsInvalid",
                     format!("the receipt handle {handle} is not valid"),
                 ),
             };
             results.push(result);
+        }
+        for (message_id, change) in notes {
+            state.note(name, &message_id, change);
         }
         self.refresh(&mut state, name);
         results
@@ -669,6 +820,7 @@ impl InProcessSqs {
         };
         let mut results = Vec::with_capacity(entries.len());
         let mut wakes = Vec::new();
+        let mut notes = Vec::new();
         for (handle, seconds) in entries {
             let (id, _) = handle.split_once(':').unwrap_or((handle, ""));
             let Some(message) = queue.messages.iter_mut().find(|m| m.id == id) else {
@@ -708,10 +860,20 @@ impl InProcessSqs {
                 continue;
             }
             message.visible_at = until;
+            notes.push((
+                message.id.clone(),
+                Change::VisibilityChanged {
+                    receipt_handle: (*handle).to_owned(),
+                    seconds: *seconds,
+                },
+            ));
             if *seconds > 0 {
                 wakes.push(Duration::from_secs(u64::from(*seconds)));
             }
             results.push(EntryResult::Ok);
+        }
+        for (message_id, change) in notes {
+            state.note(name, &message_id, change);
         }
         for delay in wakes {
             self.wake_after(&state, name, delay);
@@ -847,6 +1009,7 @@ impl State {
             }
             None
         };
+        let group_id = entry.group_id.clone();
         queue.sent.push(SentMessage {
             message_id: id.clone(),
             body: entry.body.clone(),
@@ -867,6 +1030,7 @@ impl State {
             receipt: None,
             counted: false,
         });
+        self.note(name, &id, Change::Sent { group_id });
         Ok(id)
     }
 
@@ -893,6 +1057,15 @@ impl State {
             for _ in 0..withdrawn {
                 observer.consumed();
             }
+        }
+        for message in &moved {
+            self.note(
+                name,
+                &message.id,
+                Change::DeadLettered {
+                    dead_letter: redrive.dead_letter.clone(),
+                },
+            );
         }
         let dead_letter = self.queues.get_mut(&redrive.dead_letter)?;
         for mut message in moved {
