@@ -135,11 +135,14 @@ impl Gate {
                 premature.push(delivery);
                 continue;
             }
-            if let Some(waiting) = state.groups.get_mut(&group) {
+            let started_early = crate::defect!(FifoNextStartedEarly);
+            if let Some(waiting) = state.groups.get_mut(&group)
+                && !started_early
+            {
                 insert_in_order(waiting, delivery);
             } else {
                 delivery.take_turn(self.turn(&group));
-                state.groups.insert(group, VecDeque::new());
+                state.groups.entry(group).or_default();
                 state.ready.push_back(delivery);
                 woke = true;
             }

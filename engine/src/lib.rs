@@ -68,6 +68,20 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// Whether the deliberate defect `$name` (a [`testing::Defect`] variant) is switched on for
+/// this thread: a simulation proves with it that its invariants catch the bug. Always `false`
+/// without the `testing` feature, where nothing can switch it on.
+macro_rules! defect {
+    ($name:ident) => {{
+        #[cfg(feature = "testing")]
+        let on = $crate::testing::defect_on($crate::testing::Defect::$name);
+        #[cfg(not(feature = "testing"))]
+        let on = false;
+        on
+    }};
+}
+pub(crate) use defect;
+
 mod api;
 mod attribute;
 mod aws;

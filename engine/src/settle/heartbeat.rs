@@ -272,7 +272,6 @@ impl Schedule {
     }
 
     /// The deadline of a tracked delivery.
-    #[cfg(test)]
     pub(crate) fn deadline(&self, key: u64) -> Option<Instant> {
         self.tracked.get(&key).map(|t| t.deadline)
     }

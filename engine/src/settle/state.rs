@@ -106,7 +106,13 @@ impl<S> SettleState<S> {
         lane: Lane,
         entry: impl FnOnce(Option<Instant>) -> Entry<Token<S>>,
     ) -> Result<bool, Closed<S>> {
-        let entry = entry(key.and_then(|key| self.forget(key)));
+        let entry = entry(key.and_then(|key| {
+            if crate::defect!(HeartbeatKeptAfterSettle) {
+                self.schedule.as_ref().and_then(|schedule| schedule.deadline(key))
+            } else {
+                self.forget(key)
+            }
+        }));
         if self.closed {
             return Err(Closed(entry));
         }

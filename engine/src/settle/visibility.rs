@@ -48,6 +48,9 @@ pub(crate) fn visibility_seconds(
 /// Whole seconds, rounded up; saturating, so that `Duration::MAX` stays the longest delay
 /// rather than wrapping round to none.
 pub(crate) fn ceil_seconds(delay: Duration) -> u64 {
+    if crate::defect!(RetryAfterRoundedDown) {
+        return delay.as_secs();
+    }
     delay
         .as_secs()
         .saturating_add(u64::from(delay.subsec_nanos() > 0))
