@@ -485,4 +485,56 @@ mod tests {
         consumer.close().await;
         handle.shutdown().await;
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_answered_after_the_deadline_does_not_start_the_next_of_the_group() {
+        use crate::api::SqsApi;
+
+        let sqs = InProcessSqs::new();
+        for seq in 0..2 {
+            send(&sqs, "a", seq);
+        }
+        let mut consumer = Engine::builder()
+            .api(sqs.clone())
+            .queue(QUEUE)
+            .receivers(1)
+            .heartbeat(false)
+            .visibility_timeout(Duration::from_secs(2))
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        let first = consumer.recv().await.expect("a:0");
+        assert_eq!(parse(first.message()), ("a".to_owned(), 0));
+        let handle = consumer.handle();
+        handle.stop_receiving();
+        // a:0's visibility lapses and another consumer receives it: the handle the engine
+        // holds is outdated, and SQS answers its delete with success, deleting nothing.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let url = sqs.queue_url(QUEUE).await.expect("url");
+        let stolen = sqs
+            .receive(&crate::api::ReceiveRequest {
+                queue_url: &url,
+                max_messages: 1,
+                wait_time: Duration::ZERO,
+                visibility_timeout: 60,
+                attempt_id: None,
+            })
+            .await
+            .expect("receive");
+        assert_eq!(stolen[0].body, "a:0");
+        first
+            .settle(Outcome::Ack)
+            .await
+            .expect("SQS answers the outdated delete with success");
+        let next = tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await;
+        assert!(
+            !matches!(&next, Ok(Some(delivery)) if parse(delivery.message()).1 == 1),
+            "a:1 must not start while a:0 is still on the queue"
+        );
+        drop(next);
+        consumer.close().await;
+        handle.shutdown().await;
+    }
 }

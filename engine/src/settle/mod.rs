@@ -36,9 +36,9 @@ use heartbeat::HeartbeatConfig;
 use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
 
-/// Called with a settlement's answer (`true`: SQS applied it) and the message's visibility
-/// deadline as last known, after the answer is recorded: how a FIFO group learns that its turn
-/// may pass on.
+/// Called with a settlement's answer (`true`: SQS applied it, and for a delete, answered
+/// before the message's visibility deadline) and the message's visibility deadline as last
+/// known, after the answer is recorded: how a FIFO group learns that its turn may pass on.
 pub(crate) struct AnswerHook(pub(crate) Box<dyn FnOnce(bool, Instant) + Send + Sync>);
 
 impl std::fmt::Debug for AnswerHook {
@@ -290,13 +290,14 @@ fn answer(
     let now = Instant::now();
     let latency = now.saturating_duration_since(enqueued_at).as_secs_f64();
     let ok = result.is_ok();
+    let late = now > completion.visible_until;
     let metrics = &settler.metrics;
     // The message is no longer held once its settlement is answered.
     metrics.in_flight(-1.0);
     metrics.settled(&completion.outcome, ok, lane, latency);
     let result = match result {
         Ok(()) => {
-            if now > completion.visible_until {
+            if late {
                 metrics.late();
                 warn!(
                     queue = %settler.name,
@@ -338,13 +339,16 @@ fn answer(
             Err(error)
         }
     };
-    let applied = result.is_ok();
+    // SQS answers a delete by an outdated receipt handle with success and deletes nothing: a
+    // delete answered after the message's visibility deadline, when SQS may have handed the
+    // message out again, does not confirm that it is gone.
+    let confirmed = result.is_ok() && !(lane == Lane::Delete && late);
     if let Some(tx) = completion.tx.take() {
         // The receiver may be gone: the entry was sent all the same.
         let _ = tx.send(result);
     }
     if let Some(AnswerHook(hook)) = completion.on_answer.take() {
-        hook(applied, completion.visible_until);
+        hook(confirmed, completion.visible_until);
     }
 }
 
