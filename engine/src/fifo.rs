@@ -116,6 +116,7 @@ impl Gate {
         let mut state = self.lock();
         let mut woke = false;
         let mut premature = Vec::new();
+        let mut outdated = Vec::new();
         for mut delivery in deliveries {
             let Some(group) = delivery.message().group_id().map(Arc::<str>::from) else {
                 // No group (not a FIFO message): nothing to keep in order.
@@ -139,7 +140,24 @@ impl Gate {
             if let Some(waiting) = state.groups.get_mut(&group)
                 && !started_early
             {
-                insert_in_order(waiting, delivery);
+                // The same message waiting from an earlier receive: its visibility lapsed and
+                // SQS handed it out again, so only the newer receipt handle still counts.
+                let id = delivery.message().id();
+                let copy = waiting.iter().position(|other| other.message().id() == id);
+                match copy {
+                    Some(at)
+                        if waiting[at].message().receive_count()
+                            < delivery.message().receive_count() =>
+                    {
+                        if let Some(older) = waiting.remove(at) {
+                            outdated.push(older);
+                        }
+                        insert_in_order(waiting, delivery);
+                    }
+                    // The same receive again (a retried receive's answer): already waiting.
+                    Some(_) => outdated.push(delivery),
+                    None => insert_in_order(waiting, delivery),
+                }
             } else {
                 delivery.take_turn(self.turn(&group));
                 state.groups.entry(group).or_default();
@@ -151,6 +169,14 @@ impl Gate {
         if woke {
             self.ready.notify_one();
         }
+        if !outdated.is_empty() {
+            debug!(
+                messages = outdated.len(),
+                "dropping deliveries received again before their turn came"
+            );
+        }
+        // Dropped unsettled: their receipt handles no longer count.
+        drop(outdated);
         for delivery in premature {
             delivery.return_for_order(now);
         }
@@ -536,5 +562,72 @@ mod tests {
         drop(next);
         consumer.close().await;
         handle.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_received_again_while_waiting_for_its_turn_is_handled_once() {
+        use crate::api::ReceivedMessage;
+        use crate::queue::{OpenOptions, QueueRuntime};
+        use crate::settle::coalescer::CoalescerConfig;
+
+        let sqs = InProcessSqs::new();
+        send(&sqs, "a", 0);
+        let (queue, _) = QueueRuntime::open(
+            Arc::new(sqs.clone()),
+            OpenOptions {
+                queue: QUEUE.into(),
+                visibility_timeout: Some(30),
+                backoff: crate::Backoff::default(),
+                coalescer: CoalescerConfig {
+                    max_batch: 10,
+                    max_wait: Duration::from_millis(5),
+                    max_in_flight: 4,
+                },
+                heartbeat: None,
+                redrive: None,
+                create_if_missing: false,
+            },
+            Arc::new(crate::metrics::StatsCells::default()),
+        )
+        .await
+        .expect("opens");
+        let queue = Arc::new(queue);
+        let delivery = |id: &str, sequence: u32, receive_count: u32| {
+            let received = ReceivedMessage {
+                message_id: id.to_owned(),
+                receipt_handle: format!("{id}:{receive_count}"),
+                body: format!("a:{sequence}"),
+                attributes: HashMap::from([
+                    ("MessageGroupId".to_owned(), "a".to_owned()),
+                    ("SequenceNumber".to_owned(), sequence.to_string()),
+                    (
+                        "ApproximateReceiveCount".to_owned(),
+                        receive_count.to_string(),
+                    ),
+                ]),
+                message_attributes: HashMap::new(),
+            };
+            Delivery::new(Arc::clone(&queue), received, None, Instant::now())
+        };
+        let gate = Gate::new(FifoOrder::Confirmed);
+        gate.admit(vec![delivery("m-0", 0, 1), delivery("m-1", 1, 1)]);
+        let turn = gate.pop_ready().expect("m-0 has the turn");
+        assert_eq!(turn.message().id(), "m-0");
+        // m-1's visibility lapsed while it waited; SQS handed it out again.
+        gate.admit(vec![delivery("m-1", 1, 2)]);
+        let group: Arc<str> = Arc::from("a");
+        gate.finish_turn(&group, Fate::Deleted);
+        let next = gate.pop_ready().expect("m-1 has the turn");
+        assert_eq!(
+            (next.message().id(), next.message().receive_count()),
+            ("m-1", 2),
+            "the newer receive"
+        );
+        gate.finish_turn(&group, Fate::Deleted);
+        assert!(
+            gate.pop_ready().is_none(),
+            "the outdated receive of m-1 is not handed out after m-1 was deleted"
+        );
+        drop((turn, next));
     }
 }
