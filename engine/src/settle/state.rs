@@ -108,7 +108,9 @@ impl<S> SettleState<S> {
     ) -> Result<bool, Closed<S>> {
         let entry = entry(key.and_then(|key| {
             if crate::defect!(HeartbeatKeptAfterSettle) {
-                self.schedule.as_ref().and_then(|schedule| schedule.deadline(key))
+                self.schedule
+                    .as_ref()
+                    .and_then(|schedule| schedule.deadline(key))
             } else {
                 self.forget(key)
             }

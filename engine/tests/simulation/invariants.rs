@@ -1,0 +1,576 @@
+//! What every run must show, checked from the in-process SQS's journal (what it applied) and
+//! from what the harness saw at the edges (calls, answers, handler calls), never from the
+//! engine's word alone:
+//!
+//! - every message sent ends deleted once, dead-lettered, or still on the queue: none lost;
+//! - every message SQS removed was deleted on a handler's ack or drop;
+//! - a message whose delete SQS applied is never handled again by the consumer that deleted it
+//!   (another consumer may still hold a copy from an earlier receive);
+//! - a `retry_after(d)` message is not received again before `d` (or its 12-hour clamp);
+//! - a FIFO group's messages start in order, each once the ones before it are gone;
+//! - a consumer never holds more than `workers + prefetch` messages;
+//! - shutdown returns within its timeout plus the flush budget, and every settlement a
+//!   handler made was sent;
+//! - the engine's counters agree with what SQS applied and answered.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use sqs_engine::testing::Change;
+
+use crate::record::{Action, Answer, Event};
+use crate::run::Run;
+use crate::workload::{End, TWELVE_HOURS};
+
+/// The violations of `run`, empty when it kept every invariant.
+pub fn check(run: &Run) -> Vec<String> {
+    let facts = Facts::of(run);
+    let mut violations = Vec::new();
+    none_lost(run, &facts, &mut violations);
+    not_handled_after_delete(run, &facts, &mut violations);
+    retry_after_kept(run, &facts, &mut violations);
+    fifo_order(run, &facts, &mut violations);
+    held_within_capacity(run, &facts, &mut violations);
+    shutdown_in_time_and_complete(run, &facts, &mut violations);
+    metrics_agree(run, &facts, &mut violations);
+    violations
+}
+
+/// One batch call, as made and answered.
+struct Call {
+    consumer: usize,
+    action: Action,
+    /// Its event's index.
+    index: usize,
+    at: Duration,
+    /// Each entry's receipt handle and visibility seconds (zero for a delete).
+    entries: Vec<(String, u32)>,
+    /// Whether the engine got SQS's answer (rather than an error).
+    delivered: bool,
+    /// The receipt handles SQS applied a change for during the call.
+    applied: HashSet<String>,
+}
+
+/// What the checks look up, indexed once.
+struct Facts {
+    calls: HashMap<u64, Call>,
+    /// The receipt handle of (consumer, message id, receive count), as delivered.
+    receipt_of: HashMap<(usize, String, u32), String>,
+    /// When the receive call that delivered a receipt handle was made.
+    receive_call_at: HashMap<String, Duration>,
+    /// Journal position of each message's removing delete.
+    removed_at: HashMap<String, usize>,
+    /// The consumer whose receipt handle removed each message.
+    removed_by: HashMap<String, usize>,
+    /// Journal position of each message's move to the dead-letter queue.
+    dead_at: HashMap<String, usize>,
+    /// The messages sent to the queue, in order, with their group.
+    sent: Vec<(String, Option<String>)>,
+}
+
+impl Facts {
+    fn of(run: &Run) -> Self {
+        let queue = &run.workload.queue;
+        let mut removed_at = HashMap::new();
+        let mut dead_at = HashMap::new();
+        let mut sent = Vec::new();
+        for (position, applied) in run.journal.iter().enumerate() {
+            if applied.queue != *queue {
+                continue;
+            }
+            match &applied.change {
+                Change::Deleted { removed: true, .. } => {
+                    removed_at.insert(applied.message_id.clone(), position);
+                }
+                Change::DeadLettered { .. } => {
+                    dead_at.insert(applied.message_id.clone(), position);
+                }
+                Change::Sent { group_id } => {
+                    sent.push((applied.message_id.clone(), group_id.clone()));
+                }
+                _ => {}
+            }
+        }
+        let mut calls = HashMap::new();
+        let mut receipt_of = HashMap::new();
+        let mut receive_call_at = HashMap::new();
+        for (index, stamped) in run.events.iter().enumerate() {
+            match &stamped.event {
+                Event::Call {
+                    consumer,
+                    call,
+                    action,
+                    entries,
+                } => {
+                    calls.insert(
+                        *call,
+                        Call {
+                            consumer: *consumer,
+                            action: *action,
+                            index,
+                            at: stamped.at,
+                            entries: entries.clone(),
+                            delivered: false,
+                            applied: HashSet::new(),
+                        },
+                    );
+                }
+                Event::Answered {
+                    consumer,
+                    call,
+                    applied,
+                    answer,
+                    ..
+                } => {
+                    let Some(made) = calls.get_mut(call) else {
+                        continue;
+                    };
+                    made.delivered = !matches!(answer, Answer::Failed(_));
+                    for change in run.journal.get(applied.0..applied.1).unwrap_or_default() {
+                        if let Some(receipt) = receipt_in(&change.change) {
+                            made.applied.insert(receipt.to_owned());
+                        }
+                    }
+                    if let Answer::Received(messages) = answer {
+                        for (message_id, receive_count, receipt) in messages {
+                            receipt_of.insert(
+                                (*consumer, message_id.clone(), *receive_count),
+                                receipt.clone(),
+                            );
+                            receive_call_at.insert(receipt.clone(), made.at);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let owner: HashMap<&String, usize> = receipt_of
+            .iter()
+            .map(|((consumer, _, _), receipt)| (receipt, *consumer))
+            .collect();
+        let removed_by = run
+            .journal
+            .iter()
+            .filter_map(|applied| match &applied.change {
+                Change::Deleted {
+                    receipt_handle,
+                    removed: true,
+                } => Some((applied.message_id.clone(), *owner.get(receipt_handle)?)),
+                _ => None,
+            })
+            .collect();
+        Self {
+            calls,
+            receipt_of,
+            removed_by,
+            receive_call_at,
+            removed_at,
+            dead_at,
+            sent,
+        }
+    }
+
+    fn receipt(&self, consumer: usize, message_id: &str, receive_count: u32) -> Option<&String> {
+        self.receipt_of
+            .get(&(consumer, message_id.to_owned(), receive_count))
+    }
+
+    /// Whether `consumer` made a call after event `index` with an entry for `receipt` that
+    /// settles `end`.
+    fn sent_after(&self, consumer: usize, receipt: &str, index: usize, end: End) -> bool {
+        self.calls.values().any(|call| {
+            call.consumer == consumer
+                && call.index > index
+                && call
+                    .entries
+                    .iter()
+                    .any(|(r, seconds)| r == receipt && settles(end, call.action, *seconds))
+        })
+    }
+
+    /// Whether such a call was answered, with SQS having applied the entry.
+    fn applied_after(&self, consumer: usize, receipt: &str, index: usize, end: End) -> bool {
+        self.calls.values().any(|call| {
+            call.consumer == consumer
+                && call.index > index
+                && call.delivered
+                && call.applied.contains(receipt)
+                && call
+                    .entries
+                    .iter()
+                    .any(|(r, seconds)| r == receipt && settles(end, call.action, *seconds))
+        })
+    }
+}
+
+fn receipt_in(change: &Change) -> Option<&str> {
+    match change {
+        Change::Received { receipt_handle, .. }
+        | Change::Deleted { receipt_handle, .. }
+        | Change::VisibilityChanged { receipt_handle, .. } => Some(receipt_handle),
+        _ => None,
+    }
+}
+
+/// Whether an entry of `action` with `seconds` can be the settlement of a handler's `end`
+/// (rather than, say, an extension of the heartbeat still under way when the handler ended).
+fn settles(end: End, action: Action, seconds: u32) -> bool {
+    match end {
+        End::Ack => action == Action::Delete,
+        // At the redrive cap a drop returns the message (visibility 0) for SQS to move.
+        End::Drop => {
+            action == Action::Delete || (action == Action::ChangeVisibility && seconds == 0)
+        }
+        End::Retry | End::Fail => action == Action::ChangeVisibility && seconds == 0,
+        // The seconds depend on when it is sent and on the 12-hour window.
+        End::RetryAfter(_) => action == Action::ChangeVisibility,
+        End::Panic => false,
+    }
+}
+
+fn none_lost(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    let remaining: HashSet<&String> = run.remaining.iter().collect();
+    let dead: HashSet<&String> = run.dead_lettered.iter().collect();
+    for (message_id, _) in &facts.sent {
+        let ends = [
+            facts.removed_at.contains_key(message_id),
+            facts.dead_at.contains_key(message_id) && dead.contains(message_id),
+            remaining.contains(message_id),
+        ];
+        let count = ends.iter().filter(|end| **end).count();
+        if count != 1 {
+            violations.push(format!(
+                "{message_id} ends {count} ways (deleted, dead-lettered, on the queue): {ends:?}"
+            ));
+        }
+    }
+    // Every removal was asked for by a handler that acked or dropped that very receive.
+    let mut asked: HashSet<&String> = HashSet::new();
+    for stamped in &run.events {
+        if let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            end: End::Ack | End::Drop,
+        } = &stamped.event
+            && let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count)
+        {
+            asked.insert(receipt);
+        }
+    }
+    for applied in &run.journal {
+        if let Change::Deleted {
+            receipt_handle,
+            removed: true,
+        } = &applied.change
+            && !asked.contains(receipt_handle)
+        {
+            violations.push(format!(
+                "{} was deleted by {receipt_handle}, which no handler acked or dropped",
+                applied.message_id
+            ));
+        }
+    }
+}
+
+fn not_handled_after_delete(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    for stamped in &run.events {
+        if let Event::Started {
+            consumer,
+            message_id,
+            receive_count,
+        } = &stamped.event
+            && let Some(removed) = facts.removed_at.get(message_id)
+            && *removed < stamped.journal
+            && facts.removed_by.get(message_id) == Some(consumer)
+        {
+            violations.push(format!(
+                "c{consumer} started {message_id} #{receive_count} at {:?}, after SQS applied its own delete (sqs#{removed})",
+                stamped.at
+            ));
+        }
+    }
+}
+
+fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    for stamped in &run.events {
+        let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            end: End::RetryAfter(delay),
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) else {
+            continue;
+        };
+        let Some(called_at) = facts.receive_call_at.get(receipt) else {
+            continue;
+        };
+        let next = run
+            .journal
+            .iter()
+            .enumerate()
+            .skip(stamped.journal)
+            .find(|(_, applied)| {
+                applied.message_id == *message_id
+                    && matches!(applied.change, Change::Received { .. })
+            });
+        let Some((next_position, next)) = next else {
+            continue;
+        };
+        let changed = run
+            .journal
+            .get(stamped.journal..next_position)
+            .unwrap_or_default()
+            .iter()
+            .any(|applied| {
+                matches!(&applied.change, Change::VisibilityChanged { receipt_handle, .. } if receipt_handle == receipt)
+            });
+        if !changed {
+            // The settlement did not reach SQS: the message came back when its visibility
+            // lapsed, as it may.
+            continue;
+        }
+        let clamp = *called_at + TWELVE_HOURS - Duration::from_secs(1);
+        let earliest = stamped
+            .at
+            .checked_add(*delay)
+            .map_or(clamp, |at| at.min(clamp));
+        let received_at = next.at.saturating_duration_since(run.start);
+        if received_at < earliest {
+            violations.push(format!(
+                "{message_id}: retry_after({delay:?}) at {:?} by c{consumer}, received again at {received_at:?}, before {earliest:?}",
+                stamped.at
+            ));
+        }
+    }
+}
+
+fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    if !run.workload.fifo {
+        return;
+    }
+    let position: HashMap<&String, usize> = facts
+        .sent
+        .iter()
+        .enumerate()
+        .map(|(position, (message_id, _))| (message_id, position))
+        .collect();
+    for stamped in &run.events {
+        let Event::Started {
+            consumer,
+            message_id,
+            receive_count,
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let Some(&mine) = position.get(message_id) else {
+            continue;
+        };
+        let group = &facts.sent[mine].1;
+        for (earlier, earlier_group) in &facts.sent[..mine] {
+            if earlier_group != group {
+                continue;
+            }
+            let gone = |at: Option<&usize>| at.is_some_and(|at| *at < stamped.journal);
+            if !gone(facts.removed_at.get(earlier)) && !gone(facts.dead_at.get(earlier)) {
+                violations.push(format!(
+                    "c{consumer} started {message_id} #{receive_count} of {group:?} at {:?} while {earlier}, sent before it, was still on the queue",
+                    stamped.at
+                ));
+            }
+        }
+    }
+}
+
+fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    let consumers = run.workload.consumers.len();
+    // Per consumer: receipts delivered whose handler has not ended and that SQS has not had a
+    // visibility change for (an extension, a return, a settlement): held for sure.
+    let mut open: Vec<HashSet<String>> = vec![HashSet::new(); consumers];
+    let mut changed: HashSet<String> = HashSet::new();
+    let mut journal = 0;
+    for stamped in &run.events {
+        for applied in run
+            .journal
+            .get(journal..stamped.journal)
+            .unwrap_or_default()
+        {
+            if let Change::VisibilityChanged { receipt_handle, .. } = &applied.change {
+                changed.insert(receipt_handle.clone());
+            }
+        }
+        journal = journal.max(stamped.journal);
+        match &stamped.event {
+            Event::Ended {
+                consumer,
+                message_id,
+                receive_count,
+                ..
+            } => {
+                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
+                    open[*consumer].remove(receipt);
+                }
+            }
+            Event::Answered {
+                consumer,
+                answer: Answer::Received(messages),
+                in_flight: Some((in_flight, engine_holds)),
+                ..
+            } => {
+                open[*consumer].extend(messages.iter().map(|(_, _, receipt)| receipt.clone()));
+                let capacity = run.workload.consumers[*consumer].capacity();
+                let held = in_flight
+                    .iter()
+                    .filter(|receipt| {
+                        open[*consumer].contains(*receipt) && !changed.contains(*receipt)
+                    })
+                    .count();
+                if held > capacity {
+                    violations.push(format!(
+                        "c{consumer} holds at least {held} messages at {:?}, more than workers + prefetch = {capacity}",
+                        stamped.at
+                    ));
+                }
+                if *engine_holds > capacity as u64 {
+                    violations.push(format!(
+                        "c{consumer} counts {engine_holds} messages held at {:?}, more than workers + prefetch = {capacity}",
+                        stamped.at
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    let workload = &run.workload;
+    let backoff = workload.backoff;
+    let attempts = backoff.max_attempts();
+    // One settlement's calls, retries and backoffs included; two such in a row at most (an
+    // extension in flight, then the settlement of the same message).
+    let chain = workload.call_timeout * attempts
+        + (1..attempts)
+            .map(|retry| backoff.ceiling(retry))
+            .sum::<Duration>();
+    for (consumer, stopped) in run.stopped.iter().enumerate() {
+        let plan = &workload.consumers[consumer];
+        let budget = plan.shutdown_timeout
+            + Duration::from_secs(1)
+            + chain * 2
+            + plan.max_batch_wait * 2
+            + Duration::from_secs(1);
+        let took = stopped.at.saturating_sub(plan.shutdown_at);
+        if took > budget {
+            violations.push(format!(
+                "c{consumer} took {took:?} to shut down, more than its budget of {budget:?}"
+            ));
+        }
+        if let Err(error) = &stopped.stats {
+            violations.push(format!("c{consumer} failed: {error}"));
+        }
+    }
+    for (index, stamped) in run.events.iter().enumerate() {
+        let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            end,
+        } = &stamped.event
+        else {
+            continue;
+        };
+        if *end == End::Panic {
+            continue;
+        }
+        let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) else {
+            violations.push(format!(
+                "c{consumer} handled {message_id} #{receive_count}, which no receive delivered to it"
+            ));
+            continue;
+        };
+        if !facts.sent_after(*consumer, receipt, index, *end) {
+            violations.push(format!(
+                "c{consumer}'s {end:?} of {message_id} #{receive_count} at {:?} was never sent",
+                stamped.at
+            ));
+        }
+    }
+}
+
+fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    for (consumer, stopped) in run.stopped.iter().enumerate() {
+        let Ok(stats) = &stopped.stats else {
+            continue;
+        };
+        let mut received = 0;
+        // Acks and drops come from handlers only (the engine's own returns are retries and
+        // retry_afters), so their counts can be told from SQS's record.
+        let mut expected = [0u64; 2];
+        let mut calls = [0u64; 2];
+        for (index, stamped) in run.events.iter().enumerate() {
+            match &stamped.event {
+                Event::Answered {
+                    consumer: c,
+                    answer: Answer::Received(messages),
+                    ..
+                } if *c == consumer => received += messages.len() as u64,
+                Event::Call {
+                    consumer: c,
+                    action,
+                    ..
+                } if *c == consumer => match action {
+                    Action::Delete => calls[0] += 1,
+                    Action::ChangeVisibility => calls[1] += 1,
+                    Action::Receive => {}
+                },
+                Event::Ended {
+                    consumer: c,
+                    message_id,
+                    receive_count,
+                    end,
+                } if *c == consumer => {
+                    let slot = match end {
+                        End::Ack => 0,
+                        End::Drop => 1,
+                        _ => continue,
+                    };
+                    if let Some(receipt) = facts.receipt(consumer, message_id, *receive_count)
+                        && facts.applied_after(consumer, receipt, index, *end)
+                    {
+                        expected[slot] += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let counted = [
+            ("messages received", stats.messages_received, received),
+            ("acks answered ok", stats.acked.ok, expected[0]),
+            ("drops answered ok", stats.dropped.ok, expected[1]),
+            (
+                "DeleteMessageBatch calls",
+                stats.delete_message_batch.total(),
+                calls[0],
+            ),
+            (
+                "ChangeMessageVisibilityBatch calls",
+                stats.change_message_visibility_batch.total(),
+                calls[1],
+            ),
+            ("messages held after shutdown", stats.in_flight, 0),
+        ];
+        for (what, engine, seen) in counted {
+            if engine != seen {
+                violations.push(format!(
+                    "c{consumer} counts {engine} {what}; SQS's record says {seen}"
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Deterministic simulation: the real engine (receivers, dispatch, coalescer, heartbeat,
+//! shutdown) against the in-process SQS, on a paused tokio clock on one thread, with faults in
+//! the calls and every random draw taken from one seed. Each seed's run is checked against the
+//! invariants of `invariants.rs`; the same seed runs the same way, trace for trace.
+//!
+//! - `SIM_SEEDS=n` runs `n` seeds (default 10 000), from `SIM_SEED_START` (default 0).
+//! - A failing seed prints the command that replays it,
+//!   `SIM_SEED=<seed> cargo test -p sqs-engine --features testing --test simulation replay`,
+//!   and writes its trace under the target directory.
+
+#![allow(missing_docs, unreachable_pub)]
+
+mod faults;
+mod invariants;
+mod record;
+mod run;
+mod trace;
+mod workload;
+
+use std::sync::Once;
+
+use sqs_engine::testing::Defect;
+
+/// Seeds the CI run covers.
+const CI_SEEDS: u64 = 10_000;
+/// The CI run is split over this many tests, which the test harness runs in parallel.
+const SHARDS: u64 = 4;
+
+/// Quiets the deliberate handler panics; any other panic is reported as usual.
+fn quiet_deliberate_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&run::PANIC_MARKER) {
+                report(info);
+            }
+        }));
+    });
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value} is not a number")),
+    )
+}
+
+/// The command that replays `seed`.
+fn replay_command(seed: u64) -> String {
+    format!(
+        "SIM_SEED={seed} cargo test -p sqs-engine --features testing --test simulation replay -- --nocapture"
+    )
+}
+
+/// Runs `seed` and checks it: its violations, with the trace.
+fn check(seed: u64, defect: Option<Defect>) -> (Vec<String>, String) {
+    let run = run::run(seed, defect);
+    let violations = invariants::check(&run);
+    (violations, trace::render(&run))
+}
+
+/// Runs the seeds of one shard of the CI run (or of `SIM_SEEDS`); fails on the first seed that
+/// breaks an invariant, with the command to replay it and the path of its trace.
+fn run_shard(shard: u64) {
+    quiet_deliberate_panics();
+    let start = env_u64("SIM_SEED_START").unwrap_or(0);
+    let seeds = env_u64("SIM_SEEDS").unwrap_or(CI_SEEDS);
+    let mut checked = 0;
+    for seed in (start..start + seeds).filter(|seed| seed % SHARDS == shard) {
+        let (violations, trace) = check(seed, None);
+        if !violations.is_empty() {
+            let path = trace::write(seed, "", &trace);
+            panic!(
+                "seed {seed} broke {} invariant(s):\n  {}\nreplay: {}\ntrace: {}",
+                violations.len(),
+                violations.join("\n  "),
+                replay_command(seed),
+                path.display()
+            );
+        }
+        checked += 1;
+    }
+    eprintln!("shard {shard}: {checked} seeds kept every invariant");
+}
+
+#[test]
+fn seeds_shard_0() {
+    run_shard(0);
+}
+
+#[test]
+fn seeds_shard_1() {
+    run_shard(1);
+}
+
+#[test]
+fn seeds_shard_2() {
+    run_shard(2);
+}
+
+#[test]
+fn seeds_shard_3() {
+    run_shard(3);
+}
+
+/// Replays `SIM_SEED` (default 0), writes its trace and prints the path; fails as the seed
+/// does.
+#[test]
+fn replay() {
+    quiet_deliberate_panics();
+    let seed = env_u64("SIM_SEED").unwrap_or(0);
+    let (violations, trace) = check(seed, None);
+    let path = trace::write(seed, "", &trace);
+    eprintln!(
+        "seed {seed}: trace {} (hash {:016x})",
+        path.display(),
+        trace::hash(&trace)
+    );
+    assert!(
+        violations.is_empty(),
+        "seed {seed} broke {} invariant(s):\n  {}\ntrace: {}",
+        violations.len(),
+        violations.join("\n  "),
+        path.display()
+    );
+}
+
+#[test]
+fn a_seed_runs_the_same_way_twice() {
+    quiet_deliberate_panics();
+    let mut hashes = std::collections::HashSet::new();
+    for seed in 0..40 {
+        let (_, first) = check(seed, None);
+        let (_, second) = check(seed, None);
+        if first != second {
+            let a = trace::write(seed, "-first", &first);
+            let b = trace::write(seed, "-second", &second);
+            panic!(
+                "seed {seed} ran two ways: {:016x} and {:016x}; diff {} {}",
+                trace::hash(&first),
+                trace::hash(&second),
+                a.display(),
+                b.display()
+            );
+        }
+        hashes.insert(trace::hash(&first));
+    }
+    assert!(
+        hashes.len() > 30,
+        "different seeds run differently: only {} distinct traces of 40",
+        hashes.len()
+    );
+}
+
+/// The first seed of the CI budget under which `defect` breaks an invariant.
+fn first_catch(defect: Defect) -> Option<(u64, Vec<String>)> {
+    (0..CI_SEEDS).find_map(|seed| {
+        let (violations, _) = check(seed, Some(defect));
+        (!violations.is_empty()).then_some((seed, violations))
+    })
+}
+
+fn caught(defect: Defect) {
+    quiet_deliberate_panics();
+    let Some((seed, violations)) = first_catch(defect) else {
+        panic!("{defect:?} was not caught within {CI_SEEDS} seeds");
+    };
+    eprintln!(
+        "{defect:?} caught at seed {seed} ({} seeds run): {}",
+        seed + 1,
+        violations[0]
+    );
+}
+
+#[test]
+fn a_heartbeat_kept_after_settle_is_caught() {
+    caught(Defect::HeartbeatKeptAfterSettle);
+}
+
+#[test]
+fn a_retry_after_rounded_down_is_caught() {
+    caught(Defect::RetryAfterRoundedDown);
+}
+
+#[test]
+fn a_fifo_group_started_early_is_caught() {
+    caught(Defect::FifoNextStartedEarly);
+}

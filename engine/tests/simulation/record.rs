@@ -1,0 +1,172 @@
+//! What the harness saw happen, in order: each consumer's calls and the faults put in them, the
+//! answers the engine got, the handler calls and their ends, shutdown. Each event carries the
+//! time on tokio's clock and the length of the in-process SQS's journal at that moment, so
+//! that it can be placed among the changes SQS applied.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use sqs_engine::testing::InProcessSqs;
+use tokio::time::Instant;
+
+use crate::workload::End;
+
+/// The calls the fault layer sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Receive,
+    Delete,
+    ChangeVisibility,
+}
+
+/// How the fault layer treats one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Throttled, not applied.
+    Throttled,
+    /// A 5xx, not applied.
+    Server,
+    /// Connection refused, not applied.
+    Refused,
+    /// No answer within the call timeout; applied first when `applied`.
+    Hang { applied: bool },
+    /// Applied, and the answer lost on the way back.
+    LostAnswer,
+}
+
+/// What the engine got back from a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Messages, each as message id, receive count and receipt handle.
+    Received(Vec<(String, u32, String)>),
+    /// One result per entry: whether SQS applied it.
+    Entries(Vec<bool>),
+    /// The call failed.
+    Failed(String),
+}
+
+/// One thing that happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A consumer called SQS: the receipt handles of a batch call with the seconds of each
+    /// visibility entry (zero for a delete).
+    Call {
+        consumer: usize,
+        call: u64,
+        action: Action,
+        entries: Vec<(String, u32)>,
+    },
+    Faulted {
+        consumer: usize,
+        call: u64,
+        fault: Fault,
+    },
+    /// The engine got its answer; SQS applied the journal's entries `applied.0..applied.1`
+    /// during the call.
+    Answered {
+        consumer: usize,
+        call: u64,
+        applied: (usize, usize),
+        answer: Answer,
+        /// For a receive: the receipt handles SQS has in flight once it answered, and the
+        /// engine's own count of the messages it holds.
+        in_flight: Option<(Vec<String>, u64)>,
+    },
+    Started {
+        consumer: usize,
+        message_id: String,
+        receive_count: u32,
+    },
+    Ended {
+        consumer: usize,
+        message_id: String,
+        receive_count: u32,
+        end: End,
+    },
+    ShutdownSignalled {
+        consumer: usize,
+    },
+    Stopped {
+        consumer: usize,
+        detail: String,
+    },
+}
+
+/// An event, with when it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped {
+    /// Since the run began, on tokio's clock.
+    pub at: Duration,
+    /// The journal's length when it happened: the SQS changes before it.
+    pub journal: usize,
+    pub event: Event,
+}
+
+/// The events of one run, shared by the fault layers, the handlers and the run itself.
+#[derive(Clone)]
+pub struct Record {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sqs: InProcessSqs,
+    start: Instant,
+    events: Mutex<Vec<Stamped>>,
+    calls: Mutex<u64>,
+}
+
+impl Record {
+    pub fn new(sqs: InProcessSqs) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                sqs,
+                start: Instant::now(),
+                events: Mutex::new(Vec::new()),
+                calls: Mutex::new(0),
+            }),
+        }
+    }
+
+    fn events(&self) -> MutexGuard<'_, Vec<Stamped>> {
+        self.inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A number for a new call.
+    pub fn next_call(&self) -> u64 {
+        let mut calls = self
+            .inner
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *calls += 1;
+        *calls
+    }
+
+    /// Notes `event` as happening now.
+    pub fn push(&self, event: Event) {
+        let stamped = Stamped {
+            at: self.elapsed(),
+            journal: self.inner.sqs.journal_len(),
+            event,
+        };
+        self.events().push(stamped);
+    }
+
+    /// The time since the run began.
+    pub fn elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.inner.start)
+    }
+
+    /// When the run began.
+    pub fn start(&self) -> Instant {
+        self.inner.start
+    }
+
+    /// Every event so far.
+    pub fn snapshot(&self) -> Vec<Stamped> {
+        self.events().clone()
+    }
+}

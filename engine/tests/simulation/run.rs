@@ -1,0 +1,237 @@
+//! Runs one seed: the real engine, one or two consumers, against the in-process SQS through the
+//! fault layer, on a paused tokio clock on this thread. The engine's own random draws (backoff
+//! jitter, FIFO attempt ids) come from fastrand's generator for this thread, seeded here from
+//! the run's seed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqs_engine::testing::{Applied, Defect, InProcessSqs, inject_defect};
+use sqs_engine::{Engine, Message, Outcome, SendEntry, Stats};
+
+use crate::faults::FaultySqs;
+use crate::record::{Event, Record, Stamped};
+use crate::workload::{End, Workload};
+
+/// What a handler's deliberate panic says: the panic hook keeps quiet about it.
+pub const PANIC_MARKER: &str = "simulated handler panic";
+
+/// How one consumer's run ended.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    /// When `run` returned, since the run began.
+    pub at: Duration,
+    pub stats: Result<Stats, String>,
+}
+
+/// Everything a run leaves behind, for the invariants and the trace.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub workload: Workload,
+    /// When the run began, on tokio's clock.
+    pub start: tokio::time::Instant,
+    pub events: Vec<Stamped>,
+    pub journal: Vec<Applied>,
+    /// The message ids still on the queue, and on the dead-letter queue, at the end.
+    pub remaining: Vec<String>,
+    pub dead_lettered: Vec<String>,
+    pub stopped: Vec<Stopped>,
+}
+
+/// Runs `seed`, with `defect` switched on in the engine.
+pub fn run(seed: u64, defect: Option<Defect>) -> Run {
+    let workload = Workload::draw(seed);
+    fastrand::seed(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let _defect = inject_defect(defect);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    runtime.block_on(simulate(workload))
+}
+
+async fn simulate(workload: Workload) -> Run {
+    let sqs = InProcessSqs::journaled();
+    let record = Record::new(sqs.clone());
+    let workload = Arc::new(workload);
+    let ids = Arc::new(Mutex::new(Vec::new()));
+    tokio::spawn(send_all(
+        sqs.clone(),
+        Arc::clone(&workload),
+        Arc::clone(&ids),
+    ));
+    let fault_draws = Arc::new(Mutex::new(fastrand::Rng::with_seed(
+        workload.seed.wrapping_mul(31).wrapping_add(7),
+    )));
+    let mut consumers = Vec::new();
+    for consumer in 0..workload.consumers.len() {
+        consumers.push(tokio::spawn(consume(
+            consumer,
+            sqs.clone(),
+            record.clone(),
+            Arc::clone(&workload),
+            Arc::clone(&fault_draws),
+        )));
+    }
+    let mut stopped = Vec::new();
+    for consumer in consumers {
+        stopped.push(consumer.await.expect("the consumer's task ends"));
+    }
+    let ids: Vec<(String, String)> = ids.lock().expect("ids").clone();
+    let id_of = |body: &String| {
+        ids.iter()
+            .find(|(sent, _)| sent == body)
+            .map_or_else(|| format!("unknown body {body}"), |(_, id)| id.clone())
+    };
+    let remaining = sqs.bodies(&workload.queue).iter().map(id_of).collect();
+    let dead_lettered = workload
+        .redrive
+        .as_ref()
+        .map(|(dead_letter, _)| sqs.bodies(dead_letter).iter().map(id_of).collect())
+        .unwrap_or_default();
+    Run {
+        workload: Workload::clone(&workload),
+        start: record.start(),
+        events: record.snapshot(),
+        journal: sqs.journal(),
+        remaining,
+        dead_lettered,
+        stopped,
+    }
+}
+
+/// Sends the workload's messages, each at its time.
+async fn send_all(
+    sqs: InProcessSqs,
+    workload: Arc<Workload>,
+    ids: Arc<Mutex<Vec<(String, String)>>>,
+) {
+    let start = tokio::time::Instant::now();
+    let mut messages = workload.messages.clone();
+    messages.sort_by_key(|message| message.send_at);
+    for message in messages {
+        tokio::time::sleep_until(start + message.send_at).await;
+        let entry = SendEntry {
+            body: message.body.clone(),
+            attributes: Vec::new(),
+            deduplication_id: message.group.as_ref().map(|_| message.body.clone()),
+            group_id: message.group.clone(),
+        };
+        let id = sqs.send_entry(&workload.queue, &entry).expect("sent");
+        ids.lock().expect("ids").push((message.body, id));
+    }
+}
+
+/// Runs consumer `consumer` until its shutdown moment, and says how it stopped.
+async fn consume(
+    consumer: usize,
+    sqs: InProcessSqs,
+    record: Record,
+    workload: Arc<Workload>,
+    fault_draws: Arc<Mutex<fastrand::Rng>>,
+) -> Stopped {
+    let plan = workload.consumers[consumer].clone();
+    let stats = Arc::new(Mutex::new(None));
+    let api = FaultySqs {
+        sqs,
+        consumer,
+        record: record.clone(),
+        rng: fault_draws,
+        fault_rate: workload.fault_rate,
+        call_timeout: workload.call_timeout,
+        queue: workload.queue.clone(),
+        stats: Arc::clone(&stats),
+    };
+    let mut builder = Engine::builder()
+        .api(api)
+        .queue(workload.queue.clone())
+        .receivers(plan.receivers)
+        .workers(plan.workers)
+        .prefetch(plan.prefetch)
+        .receive_batch(plan.receive_batch)
+        .wait_time(plan.wait_time)
+        .visibility_timeout(Duration::from_secs(u64::from(plan.visibility)))
+        .heartbeat(plan.heartbeat)
+        .max_batch_wait(plan.max_batch_wait)
+        .shutdown_timeout(plan.shutdown_timeout)
+        .backoff(workload.backoff);
+    if let Some((dead_letter, receives)) = &workload.redrive {
+        builder = builder
+            .max_attempts(*receives)
+            .dead_letter(dead_letter.clone())
+            .create_if_missing(true);
+    }
+    let engine = builder.build().expect("the drawn settings are valid");
+    *stats.lock().expect("stats") = Some(engine.stats());
+    let handler = {
+        let record = record.clone();
+        let workload = Arc::clone(&workload);
+        move |message: Message| {
+            let record = record.clone();
+            let workload = Arc::clone(&workload);
+            async move { handle(consumer, &record, &workload, plan.visibility, message).await }
+        }
+    };
+    let shutdown = {
+        let record = record.clone();
+        async move {
+            tokio::time::sleep(plan.shutdown_at).await;
+            record.push(Event::ShutdownSignalled { consumer });
+        }
+    };
+    let result = engine.run(handler, shutdown).await;
+    let at = record.elapsed();
+    let detail = match &result {
+        Ok(stats) => format!(
+            "received {} acked {:?} dropped {:?} retried {:?} retried_after {:?} extensions {:?} unsettled {} in_flight {}",
+            stats.messages_received,
+            (stats.acked.ok, stats.acked.failed),
+            (stats.dropped.ok, stats.dropped.failed),
+            (stats.retried.ok, stats.retried.failed),
+            (stats.retried_after.ok, stats.retried_after.failed),
+            (stats.extensions.ok, stats.extensions.failed),
+            stats.unsettled,
+            stats.in_flight,
+        ),
+        Err(error) => format!("error: {error}"),
+    };
+    record.push(Event::Stopped { consumer, detail });
+    Stopped {
+        at,
+        stats: result.map_err(|error| error.to_string()),
+    }
+}
+
+/// One handler call: does what the workload says for this message and receive.
+async fn handle(
+    consumer: usize,
+    record: &Record,
+    workload: &Workload,
+    visibility: u32,
+    message: Message,
+) -> Result<Outcome, String> {
+    let message_id = message.id().to_owned();
+    let receive_count = message.receive_count();
+    record.push(Event::Started {
+        consumer,
+        message_id: message_id.clone(),
+        receive_count,
+    });
+    let behaviour = workload.behaviour(message.body(), receive_count, visibility);
+    tokio::time::sleep(behaviour.work).await;
+    record.push(Event::Ended {
+        consumer,
+        message_id,
+        receive_count,
+        end: behaviour.end,
+    });
+    match behaviour.end {
+        End::Ack => Ok(Outcome::Ack),
+        End::Drop => Ok(Outcome::Drop),
+        End::Retry => Ok(Outcome::Retry),
+        End::RetryAfter(delay) => Ok(Outcome::RetryAfter(delay)),
+        End::Fail => Err("simulated handler failure".to_owned()),
+        End::Panic => std::panic::panic_any(PANIC_MARKER),
+    }
+}
