@@ -251,9 +251,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     let stop = &set.stop;
     let backoff = Backoff::new(RECEIVE_BACKOFF.0, RECEIVE_BACKOFF.1, u32::MAX);
     let mut failures: u32 = 0;
-    // On a FIFO queue, the attempt id of the receive under way: kept when a call gets no
-    // answer (it may have taken messages), so its retry gets them rather than hiding them.
-    let mut attempt: Option<String> = None;
+    // On a FIFO queue, the attempt id of the receive under way and when its first call was
+    // made: kept when a call gets no answer (it may have taken messages), so its retry gets
+    // them rather than hiding them. Their visibility started with that first call.
+    let mut attempt: Option<(String, Instant)> = None;
     loop {
         let room = tokio::select! {
             biased;
@@ -278,18 +279,21 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             () = queue.settler.until_not_backlogged() => {}
         }
         if queue.fifo && attempt.is_none() {
-            attempt = Some(attempt_id());
+            attempt = Some((attempt_id(), Instant::now()));
         }
-        // The visibility deadline and the 12-hour window are counted from before the call:
-        // never later than SQS's own.
-        let called_at = Instant::now();
+        // The visibility deadline and the 12-hour window are counted from before the call
+        // (from before the first call of a retried attempt, whose messages SQS may have hidden
+        // then): never later than SQS's own.
+        let called_at = attempt
+            .as_ref()
+            .map_or_else(Instant::now, |(_, first)| *first);
         let result = {
             let request = ReceiveRequest {
                 queue_url: &queue.url,
                 max_messages: config.max_messages,
                 wait_time: config.wait_time,
                 visibility_timeout: queue.visibility_timeout,
-                attempt_id: attempt.as_deref(),
+                attempt_id: attempt.as_ref().map(|(id, _)| id.as_str()),
             };
             let mut receive = std::pin::pin!(caught(async { queue.api.receive(&request).await }));
             tokio::select! {
@@ -530,6 +534,36 @@ mod tests {
         assert!(ids[0].is_some());
         assert_eq!(ids[1], ids[0], "the retry keeps the attempt id");
         assert_ne!(ids[2], ids[1], "the next receive has an id of its own");
+        close(consumer, delivery).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retried_fifo_receive_counts_the_visibility_deadline_from_its_first_call() {
+        let start = Instant::now();
+        let mut fifo_message = message("m");
+        fifo_message
+            .attributes
+            .insert("MessageGroupId".to_owned(), "g".to_owned());
+        // The first call may have taken the message (and started its 30 s) before its answer
+        // was lost 5 s later; the retry, with the same attempt id, gets it.
+        let api = StandIn::receiving_script(vec![
+            (
+                Duration::from_secs(5),
+                Err(CallError::new(CallErrorKind::Network, "connection reset")),
+            ),
+            (Duration::ZERO, Ok(vec![fifo_message])),
+        ]);
+        let mut consumer = consumer(&api, "q.fifo").await;
+        let delivery = consumer.recv().await.expect("the message, on the retry");
+        assert!(start.elapsed() >= Duration::from_secs(5));
+        // Extended a margin (6 s) before the deadline SQS may hold since the first call: 24 s
+        // after it, not 24 s after the retry.
+        tokio::time::sleep_until(start + Duration::from_secs(25)).await;
+        assert_eq!(
+            api.calls(),
+            vec![vec!["m-receipt=30"]],
+            "extended before SQS's own deadline"
+        );
         close(consumer, delivery).await;
     }
 
