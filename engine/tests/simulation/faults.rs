@@ -51,6 +51,7 @@ impl FaultySqs {
         &self,
         action: Action,
         entries: Vec<(String, u32)>,
+        attempt: Option<String>,
         apply: impl Future<Output = Result<T, CallError>> + Send,
         answer: impl Fn(&T) -> Answer + Send,
     ) -> Result<T, CallError> {
@@ -61,6 +62,7 @@ impl FaultySqs {
             call,
             action,
             entries,
+            attempt,
         });
         let fault = self.draw();
         if let Some(fault) = fault {
@@ -172,6 +174,7 @@ impl SqsApi for FaultySqs {
         Box::pin(self.call(
             Action::Receive,
             Vec::new(),
+            request.attempt_id.map(str::to_owned),
             self.sqs.receive(request),
             |messages: &Vec<ReceivedMessage>| {
                 Answer::Received(
@@ -207,6 +210,7 @@ impl SqsApi for FaultySqs {
         Box::pin(self.call(
             Action::Delete,
             entries,
+            None,
             self.sqs.delete_message_batch(queue_url, receipt_handles),
             |results: &Vec<EntryResult>| entry_answer(results),
         ))
@@ -224,6 +228,7 @@ impl SqsApi for FaultySqs {
         Box::pin(self.call(
             Action::ChangeVisibility,
             noted,
+            None,
             self.sqs.change_message_visibility_batch(queue_url, entries),
             |results: &Vec<EntryResult>| entry_answer(results),
         ))

@@ -56,7 +56,8 @@ struct Facts {
     calls: HashMap<u64, Call>,
     /// The receipt handle of (consumer, message id, receive count), as delivered.
     receipt_of: HashMap<(usize, String, u32), String>,
-    /// When the receive call that delivered a receipt handle was made.
+    /// When the receive that delivered a receipt handle was first tried (a FIFO receive
+    /// retried with its attempt id counts from its first call).
     receive_call_at: HashMap<String, Duration>,
     /// Journal position of each message's removing delete.
     removed_at: HashMap<String, usize>,
@@ -94,6 +95,7 @@ impl Facts {
         let mut calls = HashMap::new();
         let mut receipt_of = HashMap::new();
         let mut receive_call_at = HashMap::new();
+        let mut first_attempt: HashMap<&String, Duration> = HashMap::new();
         for (index, stamped) in run.events.iter().enumerate() {
             match &stamped.event {
                 Event::Call {
@@ -101,14 +103,19 @@ impl Facts {
                     call,
                     action,
                     entries,
+                    attempt,
                 } => {
+                    let at = match attempt {
+                        Some(attempt) => *first_attempt.entry(attempt).or_insert(stamped.at),
+                        None => stamped.at,
+                    };
                     calls.insert(
                         *call,
                         Call {
                             consumer: *consumer,
                             action: *action,
                             index,
-                            at: stamped.at,
+                            at,
                             entries: entries.clone(),
                             delivered: false,
                             applied: HashSet::new(),
@@ -321,13 +328,21 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         let Some((next_position, next)) = next else {
             continue;
         };
+        // The settlement's change, told from an extension of the heartbeat decided before the
+        // handler ended and applied after it (unless the two have the same length).
+        let extension = extension_seconds(run.workload.consumers[*consumer].visibility);
+        let wanted = delay
+            .as_secs()
+            .saturating_add(u64::from(delay.subsec_nanos() > 0));
         let changed = run
             .journal
             .get(stamped.journal..next_position)
             .unwrap_or_default()
             .iter()
             .any(|applied| {
-                matches!(&applied.change, Change::VisibilityChanged { receipt_handle, .. } if receipt_handle == receipt)
+                matches!(&applied.change, Change::VisibilityChanged { receipt_handle, seconds }
+                    if receipt_handle == receipt
+                        && (*seconds != extension || u64::from(*seconds) == wanted))
             });
         if !changed {
             // The settlement did not reach SQS: the message came back when its visibility
@@ -347,6 +362,18 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// How long the heartbeat extends a message received with `visibility` seconds (the engine's
+/// documented rule: the visibility timeout, or five margins where that is longer, a margin
+/// being a fifth of the timeout within 1 to 60 s and at most half of it), in whole seconds.
+fn extension_seconds(visibility: u32) -> u32 {
+    let timeout = Duration::from_secs(u64::from(visibility));
+    let margin = (timeout / 5)
+        .clamp(Duration::from_secs(1), Duration::from_secs(60))
+        .min(timeout / 2);
+    let extension = timeout.max(margin * 5);
+    u32::try_from(extension.as_secs() + u64::from(extension.subsec_nanos() > 0)).unwrap_or(u32::MAX)
 }
 
 fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
@@ -389,8 +416,9 @@ fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
 
 fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     let consumers = run.workload.consumers.len();
-    // Per consumer: receipts delivered whose handler has not ended and that SQS has not had a
-    // visibility change for (an extension, a return, a settlement): held for sure.
+    // Per consumer: receipts delivered whose handler has not ended, that the consumer has made
+    // no call for (an extension, a return, a settlement: any of them may be about to free it)
+    // and that SQS has not had a visibility change for: held for sure.
     let mut open: Vec<HashSet<String>> = vec![HashSet::new(); consumers];
     let mut changed: HashSet<String> = HashSet::new();
     let mut journal = 0;
@@ -413,6 +441,13 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
                 ..
             } => {
                 if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
+                    open[*consumer].remove(receipt);
+                }
+            }
+            Event::Call {
+                consumer, entries, ..
+            } => {
+                for (receipt, _) in entries {
                     open[*consumer].remove(receipt);
                 }
             }
@@ -450,16 +485,16 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
 
 fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     let workload = &run.workload;
-    let backoff = workload.backoff;
-    let attempts = backoff.max_attempts();
-    // One settlement's calls, retries and backoffs included; two such in a row at most (an
-    // extension in flight, then the settlement of the same message).
-    let chain = workload.call_timeout * attempts
-        + (1..attempts)
-            .map(|retry| backoff.ceiling(retry))
-            .sum::<Duration>();
     for (consumer, stopped) in run.stopped.iter().enumerate() {
         let plan = &workload.consumers[consumer];
+        let backoff = plan.backoff(workload);
+        let attempts = backoff.max_attempts();
+        // One settlement's calls, retries and backoffs included; two such in a row at most (an
+        // extension in flight, then the settlement of the same message).
+        let chain = workload.call_timeout * attempts
+            + (1..attempts)
+                .map(|retry| backoff.ceiling(retry))
+                .sum::<Duration>();
         let budget = plan.shutdown_timeout
             + Duration::from_secs(1)
             + chain * 2
@@ -471,7 +506,7 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
                 "c{consumer} took {took:?} to shut down, more than its budget of {budget:?}"
             ));
         }
-        if let Err(error) = &stopped.stats {
+        if let Some(Err(error)) = &stopped.stats {
             violations.push(format!("c{consumer} failed: {error}"));
         }
     }
@@ -505,7 +540,7 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
 
 fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     for (consumer, stopped) in run.stopped.iter().enumerate() {
-        let Ok(stats) = &stopped.stats else {
+        let Some(Ok(stats)) = &stopped.stats else {
             continue;
         };
         let mut received = 0;

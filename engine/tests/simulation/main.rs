@@ -1,15 +1,20 @@
 //! Deterministic simulation: the real engine (receivers, dispatch, coalescer, heartbeat,
-//! shutdown) against the in-process SQS, on a paused tokio clock on one thread, with faults in
-//! the calls and every random draw taken from one seed. Each seed's run is checked against the
-//! invariants of `invariants.rs`; the same seed runs the same way, trace for trace.
+//! shutdown; its own API and, with the `ruststream` feature, the RustStream broker) against the
+//! in-process SQS, on a paused tokio clock on one thread, with faults in the calls and every
+//! random draw taken from one seed. Each seed's run is checked against the invariants of
+//! `invariants.rs`; the same seed runs the same way, trace for trace.
 //!
 //! - `SIM_SEEDS=n` runs `n` seeds (default 10 000), from `SIM_SEED_START` (default 0).
-//! - A failing seed prints the command that replays it,
-//!   `SIM_SEED=<seed> cargo test -p sqs-engine --features testing --test simulation replay`,
-//!   and writes its trace under the target directory.
+//! - A failing seed prints the command that replays it, `SIM_SEED=<seed> cargo test -p
+//!   sqs-engine --features testing,ruststream --test simulation replay`, and writes its trace
+//!   under the target directory.
+//! - Without the `ruststream` feature, the consumers a seed draws to run through the broker run
+//!   on the engine's own API instead: replay a seed with the features it failed with.
 
 #![allow(missing_docs, unreachable_pub)]
 
+#[cfg(feature = "ruststream")]
+mod broker;
 mod faults;
 mod invariants;
 mod record;
@@ -48,10 +53,17 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
+/// The features this binary was built with, as the replay command names them.
+const FEATURES: &str = if cfg!(feature = "ruststream") {
+    "testing,ruststream"
+} else {
+    "testing"
+};
+
 /// The command that replays `seed`.
 fn replay_command(seed: u64) -> String {
     format!(
-        "SIM_SEED={seed} cargo test -p sqs-engine --features testing --test simulation replay -- --nocapture"
+        "SIM_SEED={seed} cargo test -p sqs-engine --features {FEATURES} --test simulation replay -- --nocapture"
     )
 }
 

@@ -55,6 +55,8 @@ pub enum Event {
         call: u64,
         action: Action,
         entries: Vec<(String, u32)>,
+        /// A FIFO receive's `ReceiveRequestAttemptId`.
+        attempt: Option<String>,
     },
     Faulted {
         consumer: usize,

@@ -21,7 +21,9 @@ pub const PANIC_MARKER: &str = "simulated handler panic";
 pub struct Stopped {
     /// When `run` returned, since the run began.
     pub at: Duration,
-    pub stats: Result<Stats, String>,
+    /// The engine's counters, or why it failed; none through the broker, which has no
+    /// counters of its own to compare.
+    pub stats: Option<Result<Stats, String>>,
 }
 
 /// Everything a run leaves behind, for the invariants and the trace.
@@ -143,6 +145,10 @@ async fn consume(
         queue: workload.queue.clone(),
         stats: Arc::clone(&stats),
     };
+    #[cfg(feature = "ruststream")]
+    if plan.broker {
+        return crate::broker::consume(consumer, api, record, workload, plan).await;
+    }
     let mut builder = Engine::builder()
         .api(api)
         .queue(workload.queue.clone())
@@ -170,7 +176,26 @@ async fn consume(
         move |message: Message| {
             let record = record.clone();
             let workload = Arc::clone(&workload);
-            async move { handle(consumer, &record, &workload, plan.visibility, message).await }
+            async move {
+                let end = handle(
+                    consumer,
+                    &record,
+                    &workload,
+                    plan.visibility,
+                    message.id().to_owned(),
+                    message.receive_count(),
+                    message.body(),
+                )
+                .await;
+                match end {
+                    End::Ack => Ok(Outcome::Ack),
+                    End::Drop => Ok(Outcome::Drop),
+                    End::Retry => Ok(Outcome::Retry),
+                    End::RetryAfter(delay) => Ok(Outcome::RetryAfter(delay)),
+                    End::Fail => Err("simulated handler failure".to_owned()),
+                    End::Panic => std::panic::panic_any(PANIC_MARKER),
+                }
+            }
         }
     };
     let shutdown = {
@@ -199,26 +224,27 @@ async fn consume(
     record.push(Event::Stopped { consumer, detail });
     Stopped {
         at,
-        stats: result.map_err(|error| error.to_string()),
+        stats: Some(result.map_err(|error| error.to_string())),
     }
 }
 
-/// One handler call: does what the workload says for this message and receive.
-async fn handle(
+/// One handler call: does what the workload says for this receive of the message, and says
+/// how it ends.
+pub async fn handle(
     consumer: usize,
     record: &Record,
     workload: &Workload,
     visibility: u32,
-    message: Message,
-) -> Result<Outcome, String> {
-    let message_id = message.id().to_owned();
-    let receive_count = message.receive_count();
+    message_id: String,
+    receive_count: u32,
+    body: &str,
+) -> End {
     record.push(Event::Started {
         consumer,
         message_id: message_id.clone(),
         receive_count,
     });
-    let behaviour = workload.behaviour(message.body(), receive_count, visibility);
+    let behaviour = workload.behaviour(body, receive_count, visibility);
     tokio::time::sleep(behaviour.work).await;
     record.push(Event::Ended {
         consumer,
@@ -226,12 +252,5 @@ async fn handle(
         receive_count,
         end: behaviour.end,
     });
-    match behaviour.end {
-        End::Ack => Ok(Outcome::Ack),
-        End::Drop => Ok(Outcome::Drop),
-        End::Retry => Ok(Outcome::Retry),
-        End::RetryAfter(delay) => Ok(Outcome::RetryAfter(delay)),
-        End::Fail => Err("simulated handler failure".to_owned()),
-        End::Panic => std::panic::panic_any(PANIC_MARKER),
-    }
+    behaviour.end
 }

@@ -88,7 +88,11 @@ fn describe(event: &Event) -> String {
             call,
             action,
             entries,
-        } => format!("c{consumer} call#{call} {action:?} {entries:?}"),
+            attempt,
+        } => match attempt {
+            Some(attempt) => format!("c{consumer} call#{call} {action:?} attempt {attempt}"),
+            None => format!("c{consumer} call#{call} {action:?} {entries:?}"),
+        },
         Event::Faulted {
             consumer,
             call,

@@ -49,12 +49,30 @@ pub struct ConsumerPlan {
     pub max_batch_wait: Duration,
     pub shutdown_at: Duration,
     pub shutdown_timeout: Duration,
+    /// Through the RustStream broker rather than the engine's own API. The broker's
+    /// subscriptions take the receivers, workers, wait, visibility and heartbeat from here and
+    /// keep the engine's defaults for the rest; `max_batch_wait` is their batch window.
+    pub broker: bool,
 }
 
 impl ConsumerPlan {
-    /// The most messages the consumer may hold.
+    /// The most messages the consumer may hold: `workers + prefetch`, the prefetch of a broker
+    /// subscription being the engine's default (a receive batch of ten per receiver).
     pub fn capacity(&self) -> usize {
-        self.workers + self.prefetch
+        if self.broker {
+            self.workers + 10 * self.receivers
+        } else {
+            self.workers + self.prefetch
+        }
+    }
+
+    /// How the consumer's settlements are retried.
+    pub fn backoff(&self, workload: &Workload) -> Backoff {
+        if self.broker {
+            Backoff::default()
+        } else {
+            workload.backoff
+        }
     }
 }
 
@@ -119,6 +137,7 @@ impl Workload {
                     max_batch_wait: Duration::from_millis(rng.u64(..=50)),
                     shutdown_at,
                     shutdown_timeout: Duration::from_millis(rng.u64(..=30_000)),
+                    broker: rng.u8(..4) == 0,
                 }
             })
             .collect();
