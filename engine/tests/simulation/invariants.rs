@@ -9,6 +9,8 @@
 //! - a `retry_after(d)` message is not received again before `d` (or its 12-hour clamp);
 //! - a FIFO group's messages start in order, each once the ones before it are gone;
 //! - a consumer never holds more than `workers + prefetch` messages;
+//! - a message whose handler panicked is let go: no extension keeps it hidden after the calls
+//!   under way then;
 //! - shutdown returns within its timeout plus the flush budget, and every settlement a
 //!   handler made was sent;
 //! - the engine's counters agree with what SQS applied and answered.
@@ -31,6 +33,7 @@ pub fn check(run: &Run) -> Vec<String> {
     retry_after_kept(run, &facts, &mut violations);
     fifo_order(run, &facts, &mut violations);
     held_within_capacity(run, &facts, &mut violations);
+    unsettled_let_go(run, &facts, &mut violations);
     shutdown_in_time_and_complete(run, &facts, &mut violations);
     metrics_agree(run, &facts, &mut violations);
     violations
@@ -483,18 +486,59 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
     }
 }
 
+/// The longest a consumer's batch call takes, retries and backoffs included.
+fn call_chain(run: &Run, consumer: usize) -> Duration {
+    let workload = &run.workload;
+    let backoff = workload.consumers[consumer].backoff(workload);
+    let attempts = backoff.max_attempts();
+    workload.call_timeout * attempts
+        + (1..attempts)
+            .map(|retry| backoff.ceiling(retry))
+            .sum::<Duration>()
+}
+
+fn unsettled_let_go(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    for stamped in &run.events {
+        let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            end: End::Panic,
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) else {
+            continue;
+        };
+        // An extension in flight when the handler panicked may still land, retries included.
+        let until = stamped.at + call_chain(run, *consumer) + Duration::from_secs(1);
+        for applied in run.journal.iter().skip(stamped.journal) {
+            if let Change::VisibilityChanged {
+                receipt_handle,
+                seconds,
+            } = &applied.change
+                && receipt_handle == receipt
+                && applied.at.saturating_duration_since(run.start) > until
+            {
+                violations.push(format!(
+                    "c{consumer} kept {message_id} #{receive_count} hidden ({seconds} s at {:?}) after its handler panicked at {:?}",
+                    applied.at.saturating_duration_since(run.start),
+                    stamped.at
+                ));
+                break;
+            }
+        }
+    }
+}
+
 fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     let workload = &run.workload;
     for (consumer, stopped) in run.stopped.iter().enumerate() {
         let plan = &workload.consumers[consumer];
-        let backoff = plan.backoff(workload);
-        let attempts = backoff.max_attempts();
         // One settlement's calls, retries and backoffs included; two such in a row at most (an
         // extension in flight, then the settlement of the same message).
-        let chain = workload.call_timeout * attempts
-            + (1..attempts)
-                .map(|retry| backoff.ceiling(retry))
-                .sum::<Duration>();
+        let chain = call_chain(run, consumer);
         let budget = plan.shutdown_timeout
             + Duration::from_secs(1)
             + chain * 2
