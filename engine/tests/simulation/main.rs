@@ -8,8 +8,8 @@
 //! - A failing seed prints the command that replays it, `SIM_SEED=<seed> cargo test -p
 //!   sqs-engine --features testing,ruststream --test simulation replay`, and writes its trace
 //!   under the target directory.
-//! - Without the `ruststream` feature, the consumers a seed draws to run through the broker run
-//!   on the engine's own API instead: replay a seed with the features it failed with.
+//! - Without the `ruststream` feature, the consumers a seed would run through the broker run on
+//!   the engine's own API instead: replay a seed with the features it failed with.
 
 #![allow(missing_docs, unreachable_pub)]
 

@@ -49,7 +49,8 @@ pub struct ConsumerPlan {
     pub max_batch_wait: Duration,
     pub shutdown_at: Duration,
     pub shutdown_timeout: Duration,
-    /// Through the RustStream broker rather than the engine's own API. The broker's
+    /// Through the RustStream broker rather than the engine's own API (never without the
+    /// `ruststream` feature). The broker's
     /// subscriptions take the receivers, workers, wait, visibility and heartbeat from here and
     /// keep the engine's defaults for the rest; `max_batch_wait` is their batch window.
     pub broker: bool,
@@ -137,7 +138,9 @@ impl Workload {
                     max_batch_wait: Duration::from_millis(rng.u64(..=50)),
                     shutdown_at,
                     shutdown_timeout: Duration::from_millis(rng.u64(..=30_000)),
-                    broker: rng.u8(..4) == 0,
+                    // Drawn either way, so that the rest of the run is drawn alike; without the
+                    // feature there is no broker to run it through.
+                    broker: rng.u8(..4) == 0 && cfg!(feature = "ruststream"),
                 }
             })
             .collect();
