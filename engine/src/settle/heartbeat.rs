@@ -303,6 +303,22 @@ mod tests {
     }
 
     #[test]
+    fn a_two_second_visibility_is_extended_and_a_shorter_one_is_not() {
+        assert!(HeartbeatConfig::for_visibility(Duration::from_secs(2), None).is_some());
+        assert!(HeartbeatConfig::for_visibility(Duration::from_millis(1_999), None).is_none());
+    }
+
+    #[test]
+    fn a_deregistered_delivery_leaves_nothing_due() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let key = register(&mut s, "a", start);
+        assert_eq!(s.next_due(), Some(start + VT - Duration::from_secs(6)));
+        assert_eq!(s.deregister(key), Some(start + VT));
+        assert_eq!(s.next_due(), None, "no wake-up left for it");
+    }
+
+    #[test]
     fn the_default_margin_is_a_fifth_of_the_visibility_timeout() {
         let c = HeartbeatConfig::for_visibility(VT, None).expect("some");
         assert_eq!(c.margin, Duration::from_secs(6));
