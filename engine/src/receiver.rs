@@ -331,7 +331,6 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     continue;
                 }
                 let full = messages.len() >= usize::from(config.max_messages);
-                queue.metrics.received(messages.len());
                 // The bodies' room: waited for with the messages in hand, so the cap may be
                 // passed by what the receives in flight bring, never by more.
                 let sizes: Vec<u32> = messages.iter().map(|m| body_kib(&m.body)).collect();
@@ -348,6 +347,8 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     return_at_once(queue, messages, &mut permits, called_at);
                     return;
                 };
+                // Counted here, not before: returned at once above, they count there.
+                queue.metrics.received(messages.len());
                 let deliveries: Vec<Delivery> = messages
                     .into_iter()
                     .zip(sizes)

@@ -8,7 +8,7 @@
 //!   (another consumer may still hold a copy from an earlier receive);
 //! - a `retry_after(d)` message is not received again before `d` (or its 12-hour clamp);
 //! - a FIFO group's messages start in order, each once the ones before it are gone;
-//! - a consumer never holds more than `workers + prefetch` messages;
+//! - a consumer never holds more than its `max_held` messages;
 //! - a message whose handler panicked is let go: no extension keeps it hidden after the calls
 //!   under way then;
 //! - shutdown returns within its timeout plus the flush budget, and every settlement a
@@ -470,13 +470,13 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
                     .count();
                 if held > capacity {
                     violations.push(format!(
-                        "c{consumer} holds at least {held} messages at {:?}, more than workers + prefetch = {capacity}",
+                        "c{consumer} holds at least {held} messages at {:?}, more than its max_held = {capacity}",
                         stamped.at
                     ));
                 }
                 if *engine_holds > capacity as u64 {
                     violations.push(format!(
-                        "c{consumer} counts {engine_holds} messages held at {:?}, more than workers + prefetch = {capacity}",
+                        "c{consumer} counts {engine_holds} messages held at {:?}, more than its max_held = {capacity}",
                         stamped.at
                     ));
                 }

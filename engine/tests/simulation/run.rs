@@ -155,6 +155,7 @@ async fn consume(
         .receivers(plan.receivers)
         .workers(plan.workers)
         .prefetch(plan.prefetch)
+        .max_held(plan.max_held)
         .receive_batch(plan.receive_batch)
         .wait_time(plan.wait_time)
         .visibility_timeout(Duration::from_secs(u64::from(plan.visibility)))

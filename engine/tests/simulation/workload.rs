@@ -41,6 +41,8 @@ pub struct ConsumerPlan {
     pub receivers: usize,
     pub workers: usize,
     pub prefetch: usize,
+    /// The most messages held (received and not yet settled).
+    pub max_held: usize,
     pub receive_batch: usize,
     pub wait_time: Duration,
     /// The visibility timeout asked for at each receive, in seconds.
@@ -57,13 +59,13 @@ pub struct ConsumerPlan {
 }
 
 impl ConsumerPlan {
-    /// The most messages the consumer may hold: `workers + prefetch`, the prefetch of a broker
-    /// subscription being the engine's default (a receive batch of ten per receiver).
+    /// The most messages the consumer may hold: its `max_held`; a broker subscription's is
+    /// its `max_in_flight` (the workers here) and a receive batch of ten per receiver.
     pub fn capacity(&self) -> usize {
         if self.broker {
             self.workers + 10 * self.receivers
         } else {
-            self.workers + self.prefetch
+            self.max_held
         }
     }
 
@@ -121,6 +123,9 @@ impl Workload {
                 let receive_batch = rng.usize(1..=10);
                 let workers = rng.usize(1..=6);
                 let prefetch = rng.usize(0..=12).max(receive_batch.saturating_sub(workers));
+                // Small, so that the bound is reached: from one receive batch to a little
+                // more than the workers and the prefetch.
+                let max_held = rng.usize(receive_batch..=workers + prefetch + 12);
                 let shutdown_at = match rng.u8(..20) {
                     // Now and then a long run, past the twelve-hour window.
                     0 => Duration::from_secs(rng.u64(12 * 3600..13 * 3600)),
@@ -131,6 +136,7 @@ impl Workload {
                     receivers: rng.usize(1..=3),
                     workers,
                     prefetch,
+                    max_held,
                     receive_batch,
                     wait_time: Duration::from_secs(rng.u64(1..=20)),
                     visibility: rng.u32(2..=30),
