@@ -157,6 +157,8 @@ pub struct QueueAttributes {
     pub fifo: bool,
     /// The queue's redrive policy, as the JSON SQS stores.
     pub redrive_policy: Option<String>,
+    /// The queue's access policy, as the JSON SQS stores.
+    pub policy: Option<String>,
 }
 
 /// How one entry of a batch call ended.

@@ -83,7 +83,7 @@ pub(crate) fn client_config(config: &aws_types::SdkConfig) -> aws_sdk_sqs::confi
 }
 
 /// `call`'s answer, or a network failure once `limit` has passed without one.
-async fn within<T>(
+pub(crate) async fn within<T>(
     limit: Duration,
     call: impl Future<Output = Result<T, CallError>>,
 ) -> Result<T, CallError> {
@@ -145,6 +145,7 @@ impl SqsApi for AwsSqs {
                     .get(&QueueAttributeName::FifoQueue)
                     .is_some_and(|v| v.eq_ignore_ascii_case("true")),
                 redrive_policy: attributes.remove(&QueueAttributeName::RedrivePolicy),
+                policy: attributes.remove(&QueueAttributeName::Policy),
             })
         }))
     }
@@ -210,7 +211,7 @@ impl SqsApi for AwsSqs {
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(entries, successful, output.failed))
+            Ok(align(entries, successful, failures(output.failed)))
         }))
     }
 
@@ -238,7 +239,7 @@ impl SqsApi for AwsSqs {
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(count, successful, output.failed))
+            Ok(align(count, successful, failures(output.failed)))
         }))
     }
 
@@ -274,16 +275,16 @@ impl SqsApi for AwsSqs {
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(count, successful, output.failed))
+            Ok(align(count, successful, failures(output.failed)))
         }))
     }
 }
 
 /// Entry ids are positions in the batch, never message ids: the same message received twice
 /// can be settled twice in one batch without `BatchEntryIdsNotDistinct`.
-const ENTRY_IDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+pub(crate) const ENTRY_IDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
 
-fn invalid_entry<T: Send + 'static>(
+pub(crate) fn invalid_entry<T: Send + 'static>(
     error: impl std::fmt::Display,
 ) -> BoxFuture<'static, Result<T, CallError>> {
     let error = CallError::new(CallErrorKind::Invalid, error.to_string());
@@ -292,10 +293,10 @@ fn invalid_entry<T: Send + 'static>(
 
 /// One result per request entry, in request order, from SQS's `Successful` and `Failed` lists.
 /// An entry SQS named in neither list is reported as a transient failure, to be sent again.
-fn align<'a>(
+pub(crate) fn align<'a>(
     entries: usize,
     successful: impl Iterator<Item = &'a str>,
-    failed: Vec<aws_sdk_sqs::types::BatchResultErrorEntry>,
+    failed: impl IntoIterator<Item = (String, EntryFailure)>,
 ) -> Vec<EntryResult> {
     let mut results: Vec<Option<EntryResult>> = vec![None; entries];
     for id in successful {
@@ -303,18 +304,9 @@ fn align<'a>(
             *slot = Some(EntryResult::Ok);
         }
     }
-    for failure in failed {
-        if let Some(slot) = failure
-            .id
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| results.get_mut(i))
-        {
-            *slot = Some(EntryResult::Failed(EntryFailure {
-                code: failure.code,
-                sender_fault: failure.sender_fault,
-                message: failure.message,
-            }));
+    for (id, failure) in failed {
+        if let Some(slot) = id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
+            *slot = Some(EntryResult::Failed(failure));
         }
     }
     results
@@ -331,6 +323,22 @@ fn align<'a>(
             })
         })
         .collect()
+}
+
+/// SQS's `Failed` list, as entry ids and failures.
+fn failures(
+    failed: Vec<aws_sdk_sqs::types::BatchResultErrorEntry>,
+) -> impl Iterator<Item = (String, EntryFailure)> {
+    failed.into_iter().map(|failure| {
+        (
+            failure.id,
+            EntryFailure {
+                code: failure.code,
+                sender_fault: failure.sender_fault,
+                message: failure.message,
+            },
+        )
+    })
 }
 
 fn convert_message(message: aws_sdk_sqs::types::Message) -> ReceivedMessage {
@@ -373,7 +381,7 @@ fn saturating_i32(value: u64) -> i32 {
 }
 
 /// Sorts an SDK error into the kinds the engine acts on.
-fn classify<E, R>(error: SdkError<E, R>) -> CallError
+pub(crate) fn classify<E, R>(error: SdkError<E, R>) -> CallError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + HttpStatus + Send + Sync + 'static,
@@ -398,7 +406,7 @@ where
 }
 
 /// The status code of a raw response.
-trait HttpStatus {
+pub(crate) trait HttpStatus {
     fn status(&self) -> u16;
 }
 
@@ -479,7 +487,7 @@ mod tests {
                 .build()
                 .expect("valid entry"),
         ];
-        let results = align(3, ["2", "0"].into_iter(), failed);
+        let results = align(3, ["2", "0"].into_iter(), failures(failed));
         assert_eq!(results[0], EntryResult::Ok);
         assert!(
             matches!(&results[1], EntryResult::Failed(f) if f.code == "ReceiptHandleIsInvalid")

@@ -85,6 +85,8 @@ pub(crate) use defect;
 mod api;
 mod attribute;
 mod aws;
+#[cfg(feature = "sns")]
+mod aws_sns;
 mod backoff;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
@@ -111,6 +113,8 @@ mod round_trip;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;
+#[cfg(feature = "sns")]
+mod sns_api;
 #[cfg(any(test, feature = "bench"))]
 mod stand_in;
 #[cfg(feature = "testing")]

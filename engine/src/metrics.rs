@@ -7,10 +7,10 @@
 //!
 //! | metric | kind | labels | what it counts |
 //! |---|---|---|---|
-//! | `sqs_engine_calls_total` | counter | `queue`, `action`, `result` | SQS calls by action (`ReceiveMessage`, `DeleteMessageBatch`, ...) and result (`ok`, `error`) |
+//! | `sqs_engine_calls_total` | counter | `queue`, `action`, `result` | SQS and SNS calls by action (`ReceiveMessage`, `DeleteMessageBatch`, ..., and the RustStream broker's `SendMessageBatch`, `PublishBatch`, `CreateTopic`, `Subscribe`, under the queue's or topic's name) and result (`ok`, `error`) |
 //! | `sqs_engine_messages_received_total` | counter | `queue` | messages received |
 //! | `sqs_engine_settlements_total` | counter | `queue`, `outcome`, `result` | settlements by outcome (`ack`, `drop`, `retry`, `retry_after`) and result (`ok`, `error`) |
-//! | `sqs_engine_batch_entries` | histogram | `queue`, `action` | entries per batch call |
+//! | `sqs_engine_batch_entries` | histogram | `queue`, `action` | entries per batch call (`PublishBatch` under the topic's name) |
 //! | `sqs_engine_flushes_total` | counter | `queue`, `action`, `reason` | batches sent, by why they went (`full`, `idle`, `deadline`, `shutdown`) |
 //! | `sqs_engine_settlement_latency_seconds` | histogram | `queue`, `action` | from the handler's outcome to SQS's answer for its entry |
 //! | `sqs_engine_entry_retries_total` | counter | `queue`, `action` | batch entries sent again after a transient failure |
@@ -115,6 +115,51 @@ const OLDEST_AGE: &str = "sqs_engine_oldest_message_age_seconds";
 const HELD_BYTES: &str = "sqs_engine_messages_held_bytes";
 const RECEIVERS_ACTIVE: &str = "sqs_engine_receivers_active";
 const BATCHES_IN_FLIGHT: &str = "sqs_engine_settle_batches_in_flight";
+
+/// The calls of one publish destination (a queue's `SendMessageBatch`, a topic's
+/// `PublishBatch`), in `sqs_engine_calls_total` and `sqs_engine_batch_entries` under the
+/// destination's name as `queue`. Registered once, when the destination is first published to.
+#[cfg(feature = "ruststream")]
+pub(crate) struct CallCounts {
+    pub(crate) action: &'static str,
+    ok: Counter,
+    error: Counter,
+    entries: Histogram,
+}
+
+#[cfg(feature = "ruststream")]
+impl CallCounts {
+    pub(crate) fn new(destination: &str, action: &'static str) -> Self {
+        describe();
+        let destination = destination.to_owned();
+        Self {
+            action,
+            ok: counter!(CALLS, "queue" => destination.clone(), "action" => action, "result" => "ok"),
+            error: counter!(CALLS, "queue" => destination.clone(), "action" => action, "result" => "error"),
+            entries: histogram!(BATCH_ENTRIES, "queue" => destination, "action" => action),
+        }
+    }
+
+    /// One call of `entries` entries ended; `ok` when the service answered it.
+    #[allow(clippy::cast_precision_loss)]
+    pub(crate) fn call(&self, ok: bool, entries: usize) {
+        if ok {
+            self.ok.increment(1);
+        } else {
+            self.error.increment(1);
+        }
+        self.entries.record(entries as f64);
+    }
+
+    /// One call that is not a batch (`CreateTopic`, `Subscribe`) ended.
+    #[cfg(feature = "sns")]
+    pub(crate) fn single(destination: &str, action: &'static str, ok: bool) {
+        describe();
+        let result = if ok { "ok" } else { "error" };
+        counter!(CALLS, "queue" => destination.to_owned(), "action" => action, "result" => result)
+            .increment(1);
+    }
+}
 
 /// What kind of metric it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -54,6 +54,9 @@ use crate::api::{
 };
 use crate::attribute::{AttributeValue, MessageAttribute};
 
+#[cfg(feature = "sns")]
+mod sns;
+
 /// The account id in the queue URLs and ARNs this double hands out.
 const ACCOUNT: &str = "000000000000";
 /// The visibility timeout of a new queue, as on SQS.
@@ -129,6 +132,9 @@ struct State {
     /// Receives the observer counted and whose delivery has not yet been claimed, by message
     /// id and receive count (unique per receive).
     owed: HashSet<(String, u32)>,
+    /// The topics, by name (feature `sns`).
+    #[cfg(feature = "sns")]
+    topics: HashMap<String, sns::Topic>,
 }
 
 impl State {
@@ -236,6 +242,8 @@ struct Queue {
     delay: u32,
     content_deduplication: bool,
     redrive: Option<Redrive>,
+    /// The access policy, as it was written: the double keeps it and enforces none of it.
+    policy: Option<String>,
     messages: VecDeque<Stored>,
     deduplication: HashMap<String, Instant>,
     sent: Vec<SentMessage>,
@@ -286,6 +294,7 @@ impl Queue {
             delay: 0,
             content_deduplication: false,
             redrive: None,
+            policy: None,
             messages: VecDeque::new(),
             deduplication: HashMap::new(),
             sent: Vec::new(),
@@ -477,12 +486,22 @@ impl InProcessSqs {
     pub fn send_entry(&self, queue: &str, entry: &SendEntry) -> Result<String, CallError> {
         let name = name_in(queue);
         let mut state = self.shared.lock();
+        self.send_locked(&mut state, name, entry)
+    }
+
+    /// [`send_entry`](Self::send_entry) under the lock the caller holds.
+    fn send_locked(
+        &self,
+        state: &mut State,
+        name: &str,
+        entry: &SendEntry,
+    ) -> Result<String, CallError> {
         let delay = state.queue_or_create(name)?.delay;
         let id = state.send(name, entry)?;
         if delay > 0 {
-            self.wake_after(&state, name, Duration::from_secs(u64::from(delay)));
+            self.wake_after(state, name, Duration::from_secs(u64::from(delay)));
         }
-        self.refresh(&mut state, name);
+        self.refresh(state, name);
         Ok(id)
     }
 
@@ -1115,6 +1134,7 @@ impl State {
                     }
                 }
                 "ContentBasedDeduplication" if fifo => {}
+                "Policy" => {}
                 "RedrivePolicy" => {
                     let arn = json_value(value, "deadLetterTargetArn").unwrap_or_default();
                     let count = json_value(value, "maxReceiveCount")
@@ -1161,6 +1181,7 @@ impl State {
             match *attribute {
                 "VisibilityTimeout" => queue.visibility = value.parse().unwrap_or(queue.visibility),
                 "DelaySeconds" => queue.delay = value.parse().unwrap_or(queue.delay),
+                "Policy" => queue.policy = Some(value.clone()),
                 "ContentBasedDeduplication" => {
                     queue.content_deduplication = value.parse().unwrap_or(false);
                 }
@@ -1392,6 +1413,7 @@ impl SqsApi for InProcessSqs {
                 visibility_timeout: Some(queue.visibility),
                 fifo: queue.fifo,
                 redrive_policy,
+                policy: queue.policy.clone(),
             })
         })
     }

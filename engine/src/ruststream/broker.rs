@@ -14,7 +14,7 @@ use aws_sdk_sqs::config::Credentials;
 use tracing::info;
 
 use super::error::SqsError;
-use super::publish::{Publishing, SqsPublish, SqsPublisher};
+use super::publish::{Publishing, Services, SqsPublish, SqsPublisher};
 use super::queue::{SqsQueue, check_redrive, queue_name};
 use super::subscriber::SqsSubscriber;
 use crate::api::{
@@ -54,6 +54,9 @@ pub struct SqsBroker {
     pub(crate) create_if_missing: bool,
     sdk_config: Option<SdkConfig>,
     api: Option<Arc<dyn SqsApi>>,
+    /// The connection of this broker and its clones: a clone connects through it while it is
+    /// open, so a startup hook holding a clone wires what the app's own connection uses.
+    connection: Arc<Mutex<Option<ConnectedSqsBroker>>>,
 }
 
 impl std::fmt::Debug for SqsBroker {
@@ -125,12 +128,27 @@ impl SqsBroker {
         (self.endpoint.clone(), self.region.clone())
     }
 
-    async fn build_api(self) -> Arc<dyn SqsApi> {
-        if let Some(api) = self.api {
-            return api;
-        }
-        let config = match self.sdk_config {
-            Some(config) => config,
+    /// The open connection of this broker or a clone of it, if there is one.
+    pub(crate) fn open_connection(&self) -> Option<ConnectedSqsBroker> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|connected| !connected.core.is_closed())
+            .cloned()
+    }
+
+    /// Keeps `connected` as the connection of this broker and its clones.
+    pub(crate) fn keep_connection(&self, connected: &ConnectedSqsBroker) {
+        *self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(connected.clone());
+    }
+
+    async fn build_services(self) -> Services {
+        let config = match &self.sdk_config {
+            Some(config) => config.clone(),
             None => {
                 // What the broker was given is not looked for: no profile read or instance
                 // metadata call for a region or credentials that are set.
@@ -147,18 +165,44 @@ impl SqsBroker {
                 loader.load().await
             }
         };
-        let mut builder = crate::aws::client_config(&config);
-        if let Some(endpoint) = self.endpoint {
-            builder = builder.endpoint_url(endpoint);
+        let sqs: Arc<dyn SqsApi> = match self.api {
+            Some(api) => api,
+            None => {
+                let mut builder = crate::aws::client_config(&config);
+                if let Some(endpoint) = &self.endpoint {
+                    builder = builder.endpoint_url(endpoint);
+                }
+                if let Some(region) = &self.region {
+                    builder = builder.region(Region::new(region.clone()));
+                }
+                if self.test_credentials {
+                    builder = builder
+                        .credentials_provider(Credentials::new("test", "test", None, None, "test"));
+                }
+                Arc::new(AwsSqs::new(aws_sdk_sqs::Client::from_conf(builder.build())))
+            }
+        };
+        #[cfg(feature = "sns")]
+        let sns = {
+            let mut builder = crate::aws_sns::client_config(&config);
+            if let Some(endpoint) = &self.endpoint {
+                builder = builder.endpoint_url(endpoint);
+            }
+            if let Some(region) = &self.region {
+                builder = builder.region(aws_sdk_sns::config::Region::new(region.clone()));
+            }
+            if self.test_credentials {
+                builder = builder.credentials_provider(aws_sdk_sns::config::Credentials::new(
+                    "test", "test", None, None, "test",
+                ));
+            }
+            Arc::new(crate::aws_sns::AwsSns::new(builder))
+        };
+        Services {
+            sqs,
+            #[cfg(feature = "sns")]
+            sns,
         }
-        if let Some(region) = self.region {
-            builder = builder.region(Region::new(region));
-        }
-        if self.test_credentials {
-            builder =
-                builder.credentials_provider(Credentials::new("test", "test", None, None, "test"));
-        }
-        Arc::new(AwsSqs::new(aws_sdk_sqs::Client::from_conf(builder.build())))
     }
 }
 
@@ -174,21 +218,37 @@ impl Broker for SqsBroker {
 
     /// Builds the client and keeps the current runtime for the broker's tasks. Makes no call
     /// on SQS: queues are resolved when subscribed to or published to.
+    ///
+    /// A clone of a broker whose connection is open connects through that connection.
     async fn connect(self) -> Result<ConnectedSqsBroker, SqsError> {
+        if let Some(connected) = self.open_connection() {
+            return Ok(connected);
+        }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| SqsError::Config(format!("connect outside a tokio runtime: {e}")))?;
         let create_if_missing = self.create_if_missing;
-        let api = self.build_api().await;
-        Ok(ConnectedSqsBroker {
-            core: Arc::new(Core::new(api, runtime)),
+        let shared = self.clone();
+        let services = self.build_services().await;
+        let connected = ConnectedSqsBroker {
+            core: Arc::new(Core::new(services, runtime)),
             create_if_missing,
-        })
+        };
+        shared.keep_connection(&connected);
+        Ok(connected)
     }
 }
 
 /// What the connected broker, its publishers and its deliveries share.
 pub(crate) struct Core {
     api: Arc<dyn SqsApi>,
+    /// The queues subscribed to each topic (by topic name) that this connection knows of:
+    /// subscribed through it, or declared by a policy's `fans_out_to`.
+    #[cfg(feature = "sns")]
+    topic_queues: Mutex<HashMap<String, Vec<String>>>,
+    /// Held while a queue's access policy is read and written back, so that two grants made
+    /// through one connection do not drop each other's statement.
+    #[cfg(feature = "sns")]
+    pub(crate) policy_writes: tokio::sync::Mutex<()>,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
     /// The redrive policies declared on bare queue names, until they are subscribed.
@@ -203,14 +263,19 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(api: Arc<dyn SqsApi>, runtime: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(services: Services, runtime: tokio::runtime::Handle) -> Self {
+        let api = Arc::clone(&services.sqs);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         Self {
-            publishing: Publishing::new(Arc::clone(&api), runtime.clone()),
+            publishing: Publishing::new(services, runtime.clone()),
             api,
+            #[cfg(feature = "sns")]
+            topic_queues: Mutex::new(HashMap::new()),
+            #[cfg(feature = "sns")]
+            policy_writes: tokio::sync::Mutex::new(()),
             runtime,
             closed: AtomicBool::new(false),
             redrives: Mutex::new(HashMap::new()),
@@ -228,6 +293,31 @@ impl Core {
 
     pub(crate) fn publishing(&self) -> &Publishing {
         &self.publishing
+    }
+
+    /// Notes that `queue` is subscribed to `topic` (both as the service named them), for the
+    /// test harness's routing.
+    #[cfg(feature = "sns")]
+    pub(crate) fn note_topic_queue(&self, topic: &str, queue: &str) {
+        let mut topics = self
+            .topic_queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let queues = topics.entry(topic.to_owned()).or_default();
+        if !queues.iter().any(|known| known == queue) {
+            queues.push(queue.to_owned());
+        }
+    }
+
+    /// The queues known to be subscribed to `topic`, or `None` for a name no topic of this
+    /// connection has.
+    #[cfg(all(feature = "sns", feature = "testing"))]
+    pub(crate) fn topic_queues(&self, topic: &str) -> Option<Vec<String>> {
+        self.topic_queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+            .cloned()
     }
 
     /// A deduplication id no other publish of this process uses.

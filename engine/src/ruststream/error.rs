@@ -62,6 +62,28 @@ pub enum SqsError {
         /// The setting a standard queue cannot honour: `group_id` or `deduplication_id`.
         setting: &'static str,
     },
+    /// A call on a topic failed: `CreateTopic`, or the `Subscribe` of a queue to it (feature
+    /// `sns`).
+    #[error("topic `{topic}`: the call failed")]
+    Topic {
+        /// The topic, as the call named it.
+        topic: String,
+        /// What SNS or the connection said.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// The access policy that lets a topic deliver to a queue could not be read, merged or
+    /// written (feature `sns`).
+    #[error("granting topic `{topic}` delivery to queue `{queue}` failed")]
+    QueuePolicy {
+        /// The topic the grant is for.
+        topic: String,
+        /// The queue whose policy carries it.
+        queue: String,
+        /// What SQS said, or why the policy could not be merged.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
     /// SQS did not take the message, or could not be reached within the retry budget.
     #[error("publishing to `{destination}` failed")]
     Publish {

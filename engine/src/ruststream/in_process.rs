@@ -32,7 +32,7 @@ use ::ruststream::{OutgoingMessage, RawMessage};
 use super::broker::{ConnectedSqsBroker, Core, SqsBroker};
 use super::error::SqsError;
 use super::message::decode;
-use super::publish::SqsPublisher;
+use super::publish::{Services, SqsPublisher};
 use super::queue::queue_name;
 use crate::testing::{InProcessSqs, Observer};
 
@@ -69,6 +69,9 @@ impl InProcess for SqsBroker {
     /// # Errors
     ///
     /// [`SqsError::Config`] outside a tokio runtime.
+    ///
+    /// Clones of the broker connect through this connection while it is open, as they do
+    /// through the one `connect` makes.
     async fn connect_in_process(self) -> Result<ConnectedSqsBroker, SqsError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| SqsError::Config(format!("connect outside a tokio runtime: {e}")))?;
@@ -78,12 +81,19 @@ impl InProcess for SqsBroker {
                 .or_insert_with(InProcessSqs::new)
                 .clone()
         });
-        let mut core = Core::new(Arc::new(sqs.clone()), runtime);
+        let services = Services {
+            sqs: Arc::new(sqs.clone()),
+            #[cfg(feature = "sns")]
+            sns: Arc::new(sqs.clone()),
+        };
+        let mut core = Core::new(services, runtime);
         core.in_process = Some(sqs);
-        Ok(ConnectedSqsBroker {
+        let connected = ConnectedSqsBroker {
             core: Arc::new(core),
             create_if_missing: self.create_if_missing,
-        })
+        };
+        self.keep_connection(&connected);
+        Ok(connected)
     }
 }
 
@@ -129,12 +139,19 @@ impl TestableBroker for ConnectedSqsBroker {
 
     /// Every message sent to the queue of `name`, in the order SQS took them, with its body
     /// and headers as a receiver decodes them.
+    ///
+    /// For a topic, every message published to it, as its subscribed queues received them.
     fn published(&self, name: &str) -> Vec<RawMessage> {
         let Some(sqs) = &self.core.in_process else {
             return Vec::new();
         };
-        sqs.sent(&queue_name(name))
-            .into_iter()
+        #[cfg(feature = "sns")]
+        let sent = sqs
+            .topic_published(&super::sns::topic_name(name))
+            .unwrap_or_else(|| sqs.sent(&queue_name(name)));
+        #[cfg(not(feature = "sns"))]
+        let sent = sqs.sent(&queue_name(name));
+        sent.into_iter()
             .map(|sent| {
                 let attributes = sent.attributes.iter().map(|(name, value)| (name, value));
                 let (payload, headers) = decode(
@@ -150,7 +167,27 @@ impl TestableBroker for ConnectedSqsBroker {
 
     /// SQS hands a message to one of the subscriptions of its queue; in process, always to the
     /// oldest one (see the module docs).
+    ///
+    /// A topic delivers to every subscription of the queues subscribed to it: through
+    /// [`subscribe_queue_to_topic`](ConnectedSqsBroker::subscribe_queue_to_topic), or named
+    /// by the policy's `fans_out_to`.
     fn routes(&self, destination: &str, subscriptions: &[&str]) -> Vec<usize> {
+        #[cfg(feature = "sns")]
+        if let Some(queues) = self.core.topic_queues(&super::sns::topic_name(destination)) {
+            let mut positions = Vec::new();
+            for queue in queues {
+                let queue = queue_name(&queue);
+                if let Some(position) = subscriptions
+                    .iter()
+                    .position(|name| queue_name(name) == queue)
+                {
+                    positions.push(position);
+                }
+            }
+            positions.sort_unstable();
+            positions.dedup();
+            return positions;
+        }
         let queue = queue_name(destination);
         subscriptions
             .iter()

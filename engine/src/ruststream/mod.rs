@@ -88,11 +88,17 @@
 mod batcher;
 mod broker;
 mod error;
+#[cfg(feature = "sns")]
+mod fan_out;
 #[cfg(feature = "testing")]
 mod in_process;
 mod message;
 mod publish;
 mod queue;
+#[cfg(feature = "sns")]
+mod queue_policy;
+#[cfg(feature = "sns")]
+mod sns;
 mod subscriber;
 
 pub use broker::{ConnectedSqsBroker, SqsBroker};
@@ -100,6 +106,8 @@ pub use error::SqsError;
 pub use message::SqsMessage;
 pub use publish::{SqsPublish, SqsPublishOptions, SqsPublishSteps, SqsPublisher};
 pub use queue::{SqsQueue, SqsSubscription, queue_name};
+#[cfg(feature = "sns")]
+pub use sns::{SnsPublish, SnsPublisher};
 pub use subscriber::SqsSubscriber;
 
 /// The header that carries a delivery's receive count, SQS's `ApproximateReceiveCount`: `1` on
@@ -131,4 +139,6 @@ pub mod prelude {
         SqsMessage, SqsPublish, SqsPublishOptions, SqsPublishSteps, SqsPublisher, SqsQueue,
         SqsSubscription,
     };
+    #[cfg(feature = "sns")]
+    pub use super::{SnsPublish, SnsPublisher};
 }

@@ -21,6 +21,7 @@ use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
 use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::backoff::Backoff;
 use crate::caught::caught;
+use crate::metrics::CallCounts;
 use crate::queue::is_url;
 
 /// The most message attributes SQS takes on a message.
@@ -188,7 +189,7 @@ impl SqsPublisher {
         let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
         self.core
             .publishing()
-            .enqueue(&self.core, destination, target, entry, bytes)
+            .enqueue(&self.core, destination, Target::Queue(target), entry, bytes)
     }
 
     /// The queue a message for `destination` goes to, its `SendMessageBatch` entry and its
@@ -200,6 +201,49 @@ impl SqsPublisher {
         headers: &::ruststream::HeaderMap,
         options: Option<&SqsPublishOptions>,
     ) -> Result<(String, SendEntry, usize), SqsError> {
+        let target = queue_name(destination).into_owned();
+        let message = OutgoingEntry {
+            destination,
+            payload,
+            headers,
+            options,
+        };
+        let (entry, bytes) = message.build(
+            &self.core,
+            is_fifo(&target),
+            self.group_id.as_deref(),
+            MAX_MESSAGE_BYTES,
+        )?;
+        Ok((target, entry, bytes))
+    }
+}
+
+/// A message on its way to a queue or a topic, before it becomes a batch entry.
+pub(crate) struct OutgoingEntry<'a> {
+    /// The destination, as the publish named it.
+    pub(crate) destination: &'a str,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) headers: &'a ::ruststream::HeaderMap,
+    pub(crate) options: Option<&'a SqsPublishOptions>,
+}
+
+impl OutgoingEntry<'_> {
+    /// The batch entry and its size, or the refusal of a message the service would refuse or
+    /// alter. `fifo` is the destination's kind; `default_group` is the mount site's group;
+    /// `max_bytes` the largest message the destination takes.
+    pub(crate) fn build(
+        self,
+        core: &Core,
+        fifo: bool,
+        default_group: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(SendEntry, usize), SqsError> {
+        let Self {
+            destination,
+            payload,
+            headers,
+            options,
+        } = self;
         let refused = |reason: String| SqsError::Refused {
             destination: destination.to_owned(),
             reason,
@@ -207,8 +251,6 @@ impl SqsPublisher {
         if payload.is_empty() {
             return Err(refused("SQS refuses an empty body".into()));
         }
-        let target = queue_name(destination).into_owned();
-        let fifo = is_fifo(&target);
         let mut attributes = Vec::with_capacity(headers.len() + 1);
         // On a FIFO queue the partition key is a group, not an attribute.
         let mut keyed_group = None;
@@ -241,9 +283,9 @@ impl SqsPublisher {
             )));
         }
         let bytes = SendEntry::size_of(&body, &attributes);
-        if bytes > MAX_MESSAGE_BYTES {
+        if bytes > max_bytes {
             return Err(refused(format!(
-                "the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"
+                "the message is {bytes} bytes, the destination takes at most {max_bytes}"
             )));
         }
         let (group_id, deduplication_id) = if fifo {
@@ -253,9 +295,7 @@ impl SqsPublisher {
                 None => match keyed_group {
                     Some(group) => (group, "the partition-key header"),
                     None => (
-                        self.group_id
-                            .clone()
-                            .unwrap_or_else(|| DEFAULT_GROUP.to_owned()),
+                        default_group.unwrap_or(DEFAULT_GROUP).to_owned(),
                         "group_id",
                     ),
                 },
@@ -266,7 +306,7 @@ impl SqsPublisher {
                     check_id(destination, "deduplication_id", &dedup)?;
                     dedup
                 }
-                None => self.core.next_deduplication_id(),
+                None => core.next_deduplication_id(),
             };
             (Some(group), Some(dedup))
         } else {
@@ -274,7 +314,7 @@ impl SqsPublisher {
                 destination: destination.to_owned(),
                 setting,
             };
-            if options.is_some_and(|o| o.group_id.is_some()) || self.group_id.is_some() {
+            if options.is_some_and(|o| o.group_id.is_some()) || default_group.is_some() {
                 return Err(not_fifo("group_id"));
             }
             if options.is_some_and(|o| o.deduplication_id.is_some()) {
@@ -288,7 +328,7 @@ impl SqsPublisher {
             group_id,
             deduplication_id,
         };
-        Ok((target, entry, bytes))
+        Ok((entry, bytes))
     }
 }
 
@@ -341,6 +381,39 @@ impl Publisher for SqsPublisher {
     }
 }
 
+/// Where a batch of publishes goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Target {
+    /// An SQS queue, by name or URL (`SendMessageBatch`).
+    Queue(String),
+    /// An SNS topic, by name or ARN (`PublishBatch`).
+    #[cfg(feature = "sns")]
+    Topic(String),
+}
+
+impl Target {
+    fn name(&self) -> &str {
+        match self {
+            Target::Queue(name) => name,
+            #[cfg(feature = "sns")]
+            Target::Topic(name) => name,
+        }
+    }
+
+    fn is_fifo(&self) -> bool {
+        is_fifo(self.name())
+    }
+
+    /// The batch call this target's publishes go out in.
+    fn action(&self) -> &'static str {
+        match self {
+            Target::Queue(_) => "SendMessageBatch",
+            #[cfg(feature = "sns")]
+            Target::Topic(_) => "PublishBatch",
+        }
+    }
+}
+
 /// A publish waiting for its call.
 struct Pending {
     entry: SendEntry,
@@ -349,12 +422,14 @@ struct Pending {
     tx: oneshot::Sender<Result<(), SqsError>>,
 }
 
-/// One destination: its URL once resolved, and its waiting publishes.
+/// One destination: its address (queue URL, topic ARN) once resolved, and its waiting
+/// publishes.
 struct Destination {
-    target: String,
-    url: OnceCell<String>,
+    target: Target,
+    address: OnceCell<String>,
     state: Mutex<Batcher<Pending>>,
     wake: Notify,
+    calls: CallCounts,
 }
 
 impl Destination {
@@ -364,20 +439,28 @@ impl Destination {
     }
 }
 
+/// The services a destination's calls go to.
+#[derive(Clone)]
+pub(crate) struct Services {
+    pub(crate) sqs: Arc<dyn SqsApi>,
+    #[cfg(feature = "sns")]
+    pub(crate) sns: Arc<dyn crate::sns_api::SnsApi>,
+}
+
 /// The destinations of one connected broker, and their drivers.
 pub(crate) struct Publishing {
-    api: Arc<dyn SqsApi>,
+    services: Services,
     runtime: tokio::runtime::Handle,
     backoff: Backoff,
     config: BatcherConfig,
-    destinations: Mutex<HashMap<String, Arc<Destination>>>,
+    destinations: Mutex<HashMap<Target, Arc<Destination>>>,
     tasks: TaskTracker,
 }
 
 impl Publishing {
-    pub(crate) fn new(api: Arc<dyn SqsApi>, runtime: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(services: Services, runtime: tokio::runtime::Handle) -> Self {
         Self {
-            api,
+            services,
             runtime,
             backoff: Backoff::default(),
             config: BatcherConfig {
@@ -390,11 +473,23 @@ impl Publishing {
         }
     }
 
-    fn enqueue(
+    /// The services the calls go to.
+    #[cfg(feature = "sns")]
+    pub(crate) fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// The retry budget of the calls.
+    #[cfg(feature = "sns")]
+    pub(crate) fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    pub(crate) fn enqueue(
         &self,
         core: &Core,
         named: &str,
-        target: String,
+        target: Target,
         entry: SendEntry,
         bytes: usize,
     ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
@@ -409,26 +504,28 @@ impl Publishing {
             match destinations.get(&target) {
                 Some(destination) => Arc::clone(destination),
                 None => {
-                    let fifo = is_fifo(&target);
+                    let fifo = target.is_fifo();
                     let destination = Arc::new(Destination {
+                        calls: CallCounts::new(target.name(), target.action()),
                         target: target.clone(),
-                        url: OnceCell::new(),
+                        address: OnceCell::new(),
                         state: Mutex::new(Batcher::new(BatcherConfig {
-                            // One call at a time keeps a FIFO queue's order.
+                            // One call at a time keeps a FIFO destination's order.
                             max_in_flight: if fifo { 1 } else { self.config.max_in_flight },
                             ..self.config
                         })),
                         wake: Notify::new(),
                     });
                     destinations.insert(target.clone(), Arc::clone(&destination));
+                    let span = debug_span!("publisher", destination = %target.name(), action = target.action());
                     self.tasks.spawn_on(
                         drive(
-                            Arc::clone(&self.api),
+                            self.services.clone(),
                             self.backoff,
                             Arc::clone(&destination),
                             self.tasks.clone(),
                         )
-                        .instrument(debug_span!("publisher", queue = %target)),
+                        .instrument(span),
                         &self.runtime,
                     );
                     destination
@@ -469,7 +566,7 @@ impl Publishing {
 
 /// Sends the batches of one destination until it is drained.
 async fn drive(
-    api: Arc<dyn SqsApi>,
+    services: Services,
     backoff: Backoff,
     destination: Arc<Destination>,
     tasks: TaskTracker,
@@ -486,7 +583,7 @@ async fn drive(
         };
         for batch in batches {
             tasks.spawn(send(
-                Arc::clone(&api),
+                services.clone(),
                 backoff,
                 Arc::clone(&destination),
                 batch,
@@ -511,7 +608,7 @@ async fn sleep_until_or_forever(deadline: Option<Instant>) {
 }
 
 /// Makes `call` again after transient failures, under the backoff's budget.
-async fn retrying<'a, T, F, Fut>(backoff: Backoff, mut call: F) -> Result<T, CallError>
+pub(crate) async fn retrying<'a, T, F, Fut>(backoff: Backoff, mut call: F) -> Result<T, CallError>
 where
     F: FnMut() -> Fut + 'a,
     Fut: Future<Output = Result<T, CallError>> + 'a,
@@ -528,28 +625,52 @@ where
     }
 }
 
+/// The address of a target: a queue's URL, a topic's ARN.
+async fn resolve(
+    services: &Services,
+    backoff: Backoff,
+    target: &Target,
+) -> Result<String, CallError> {
+    match target {
+        Target::Queue(queue) if is_url(queue) => Ok(queue.clone()),
+        Target::Queue(queue) => retrying(backoff, || services.sqs.queue_url(queue)).await,
+        #[cfg(feature = "sns")]
+        Target::Topic(topic) => super::sns::topic_arn(services, backoff, topic).await,
+    }
+}
+
 /// Sends one batch, and again for its entries that failed transiently, then answers each.
 async fn send(
-    api: Arc<dyn SqsApi>,
+    services: Services,
     backoff: Backoff,
     destination: Arc<Destination>,
     batch: Vec<Pending>,
 ) {
-    let url = destination
-        .url
-        .get_or_try_init(|| async {
-            if is_url(&destination.target) {
-                Ok(destination.target.clone())
-            } else {
-                retrying(backoff, || api.queue_url(&destination.target)).await
-            }
-        })
+    let address = destination
+        .address
+        .get_or_try_init(|| resolve(&services, backoff, &destination.target))
         .await
         .cloned();
-    match url {
-        Ok(url) => send_to(&*api, backoff, &url, batch).await,
+    match address {
+        Ok(address) => {
+            let call = |entries: Arc<Vec<SendEntry>>| {
+                let services = services.clone();
+                let address = address.clone();
+                let target = destination.target.clone();
+                async move {
+                    match target {
+                        Target::Queue(_) => {
+                            services.sqs.send_message_batch(&address, &entries).await
+                        }
+                        #[cfg(feature = "sns")]
+                        Target::Topic(_) => services.sns.publish_batch(&address, &entries).await,
+                    }
+                }
+            };
+            send_to(call, backoff, &destination.calls, &address, batch).await;
+        }
         Err(error) => {
-            warn!(queue = %destination.target, error = %error, "publish: the queue cannot be resolved");
+            warn!(destination = %destination.target.name(), error = %error, "publish: the destination cannot be resolved");
             fail_all(batch, &error);
         }
     }
@@ -557,7 +678,16 @@ async fn send(
     destination.wake.notify_one();
 }
 
-async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pending>) {
+async fn send_to<F, Fut>(
+    call: F,
+    backoff: Backoff,
+    calls: &CallCounts,
+    address: &str,
+    batch: Vec<Pending>,
+) where
+    F: Fn(Arc<Vec<SendEntry>>) -> Fut,
+    Fut: Future<Output = Result<Vec<EntryResult>, CallError>> + Send,
+{
     let (mut entries, mut waiting): (Vec<SendEntry>, Vec<_>) = batch
         .into_iter()
         .map(|pending| (pending.entry, (pending.named, pending.tx)))
@@ -567,7 +697,12 @@ async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pendi
         let budget_left = attempt < backoff.max_attempts();
         let mut retry_entries = Vec::new();
         let mut retry_waiting = Vec::new();
-        match caught(async { api.send_message_batch(url, &entries).await }).await {
+        let shared = Arc::new(entries);
+        let answer = caught(call(Arc::clone(&shared))).await;
+        // The call's future is gone: the entries are this loop's alone again.
+        entries = Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone());
+        calls.call(answer.is_ok(), entries.len());
+        match answer {
             Ok(results) => {
                 let mut results = results.into_iter();
                 for (entry, (named, tx)) in entries.into_iter().zip(waiting) {
@@ -594,7 +729,7 @@ async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pendi
                                 .with_code(failure.code),
                                 _ => CallError::new(
                                     CallErrorKind::Server,
-                                    "SQS listed the entry neither as successful nor as failed",
+                                    "the service listed the entry neither as successful nor as failed",
                                 ),
                             };
                             let _ = tx.send(Err(publish_error(&named, &error)));
@@ -603,12 +738,12 @@ async fn send_to(api: &dyn SqsApi, backoff: Backoff, url: &str, batch: Vec<Pendi
                 }
             }
             Err(error) if error.is_transient() && budget_left => {
-                warn!(url, attempt, error = %error, "SendMessageBatch failed; retrying");
+                warn!(address, attempt, error = %error, action = calls.action, "batch publish failed; retrying");
                 retry_entries = entries;
                 retry_waiting = waiting;
             }
             Err(error) => {
-                warn!(url, attempt, error = %error, "SendMessageBatch failed");
+                warn!(address, attempt, error = %error, action = calls.action, "batch publish failed");
                 for (named, tx) in waiting {
                     let _ = tx.send(Err(publish_error(&named, &error)));
                 }
