@@ -56,8 +56,11 @@ pub struct SqsBroker {
     api: Option<Arc<dyn SqsApi>>,
     /// The connection of this broker and its clones: a clone connects through it while it is
     /// open, so a startup hook holding a clone wires what the app's own connection uses.
-    connection: Arc<Mutex<Option<ConnectedSqsBroker>>>,
+    connection: SharedConnection,
 }
+
+/// The connection a broker and its clones share.
+pub(crate) type SharedConnection = Arc<Mutex<Option<ConnectedSqsBroker>>>;
 
 impl std::fmt::Debug for SqsBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -126,6 +129,15 @@ impl SqsBroker {
     #[cfg(feature = "testing")]
     pub(crate) fn account(&self) -> (Option<String>, Option<String>) {
         (self.endpoint.clone(), self.region.clone())
+    }
+
+    /// A publisher to any queue through this broker's connection, made before the broker
+    /// connects: for code outside the handlers (an HTTP endpoint taking orders, say) that
+    /// publishes while the service runs. It sends through whichever connection the broker (or
+    /// a clone of it) holds when it publishes; before the broker connects and after it shut
+    /// down, a publish is refused with [`SqsError::NotConnected`].
+    pub fn publisher(&self) -> SqsPublisher {
+        SqsPublisher::of_broker(Arc::clone(&self.connection))
     }
 
     /// The open connection of this broker or a clone of it, if there is one.
@@ -637,6 +649,30 @@ mod tests {
             None,
             "an empty declaration clears it"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_publisher_made_before_connect_sends_while_a_clone_is_connected() {
+        use ::ruststream::{BytesMut, HeaderMap, OutgoingMessage, Publisher};
+
+        let script = crate::stand_in::StandIn::refusing("refuse", std::time::Duration::ZERO);
+        let broker = SqsBroker::new().api(script.clone());
+        let publisher = broker.publisher();
+        let message = |body: &'static str| {
+            OutgoingMessage::produced("q", BytesMut::from(body)).with_headers(HeaderMap::new())
+        };
+        let early = publisher.publish(message("early"), None).await;
+        assert!(matches!(early, Err(SqsError::NotConnected)), "{early:?}");
+
+        let connected = broker.clone().connect().await.expect("connect");
+        publisher
+            .publish(message("while connected"), None)
+            .await
+            .expect("sent through the clone's connection");
+        connected.shutdown().await.expect("shutdown");
+        let late = publisher.publish(message("late"), None).await;
+        assert!(matches!(late, Err(SqsError::NotConnected)), "{late:?}");
+        assert_eq!(script.calls().concat(), ["while connected"]);
     }
 
     #[tokio::test]

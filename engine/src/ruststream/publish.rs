@@ -136,7 +136,7 @@ impl PublishPolicy<ConnectedSqsBroker> for SqsPublish {
             Err(PairError::new(SqsError::NotConnected))
         } else {
             Ok(SqsPublisher {
-                core: Arc::clone(connected.core()),
+                core: Connection::Open(Arc::clone(connected.core())),
                 group_id: self.group_id,
             })
         };
@@ -155,8 +155,18 @@ impl PublishPolicy<ConnectedSqsBroker> for SqsPublish {
 /// value, refuse the publish with an error instead of losing a header.
 #[derive(Clone)]
 pub struct SqsPublisher {
-    core: Arc<Core>,
+    core: Connection,
     group_id: Option<String>,
+}
+
+/// The connection a publisher sends through.
+#[derive(Clone)]
+enum Connection {
+    /// A connected broker's.
+    Open(Arc<Core>),
+    /// Whichever connection the broker it was made from holds when it publishes
+    /// ([`SqsBroker::publisher`](super::SqsBroker::publisher)).
+    OfBroker(super::broker::SharedConnection),
 }
 
 impl std::fmt::Debug for SqsPublisher {
@@ -170,9 +180,35 @@ impl std::fmt::Debug for SqsPublisher {
 impl SqsPublisher {
     pub(crate) fn new(core: Arc<Core>) -> Self {
         Self {
-            core,
+            core: Connection::Open(core),
             group_id: None,
         }
+    }
+
+    /// A publisher through whichever connection `connection` holds when it publishes.
+    pub(crate) fn of_broker(connection: super::broker::SharedConnection) -> Self {
+        Self {
+            core: Connection::OfBroker(connection),
+            group_id: None,
+        }
+    }
+
+    /// The connection to publish through: [`SqsError::NotConnected`] when there is none
+    /// open.
+    fn core(&self) -> Result<Arc<Core>, SqsError> {
+        let core = match &self.core {
+            Connection::Open(core) => Arc::clone(core),
+            Connection::OfBroker(connection) => connection
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .map(|connected| Arc::clone(connected.core()))
+                .ok_or(SqsError::NotConnected)?,
+        };
+        if core.is_closed() {
+            return Err(SqsError::NotConnected);
+        }
+        Ok(core)
     }
 
     /// Builds the entry and queues it; the receiver answers once SQS has.
@@ -183,13 +219,10 @@ impl SqsPublisher {
         headers: &::ruststream::HeaderMap,
         options: Option<&SqsPublishOptions>,
     ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
-        if self.core.is_closed() {
-            return Err(SqsError::NotConnected);
-        }
+        let core = self.core()?;
         let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
-        self.core
-            .publishing()
-            .enqueue(&self.core, destination, Target::Queue(target), entry, bytes)
+        core.publishing()
+            .enqueue(&core, destination, Target::Queue(target), entry, bytes)
     }
 
     /// The queue a message for `destination` goes to, its `SendMessageBatch` entry and its
@@ -209,7 +242,7 @@ impl SqsPublisher {
             options,
         };
         let (entry, bytes) = message.build(
-            &self.core,
+            &*self.core()?,
             is_fifo(&target),
             self.group_id.as_deref(),
             MAX_MESSAGE_BYTES,
@@ -900,7 +933,7 @@ mod tests {
             .expect("connect");
         let plain = connected.publisher();
         let policy = SqsPublisher {
-            core: Arc::clone(connected.core()),
+            core: Connection::Open(Arc::clone(connected.core())),
             group_id: Some("mount".into()),
         };
         let mut keyed = HeaderMap::new();
