@@ -85,7 +85,9 @@ fn app(queue: &str, seen: Seen) -> impl App {
     let name = queue.to_owned();
     RustStream::new(AppInfo::new("bad-input", "0.1.0")).with_broker(broker, move |b| {
         b.include(
+            // Bodies are bytes here: nothing for an AsyncAPI document to describe.
             subscriber(name.clone(), Record(seen))
+                .undocumented()
                 .build()
                 .map_source(move |_| SqsQueue::new(name).wait(Duration::from_secs(1))),
         );

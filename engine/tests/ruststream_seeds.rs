@@ -466,12 +466,13 @@ mod invoices_manual {
             // dead-letter queue it points at. The subscription writes them when it opens.
             b.include(
                 subscriber("invoices", Settle)
+                    .undocumented()
                     .build()
                     .map_source(|_| SqsQueue::new("invoices").create_if_missing()),
             )
             .max_attempts(nonzero!(3u32))
             .dead_letter("invoices-dead");
-            b.include(subscriber("invoices-dead", Escalate).build());
+            b.include(subscriber("invoices-dead", Escalate).undocumented().build());
         })
     }
 }

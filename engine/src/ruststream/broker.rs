@@ -124,6 +124,24 @@ impl SqsBroker {
         self
     }
 
+    /// The endpoint the broker was given.
+    #[cfg(feature = "asyncapi")]
+    pub(crate) fn endpoint_url(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+
+    /// The region the broker was given.
+    #[cfg(feature = "asyncapi")]
+    pub(crate) fn region_name(&self) -> Option<&str> {
+        self.region.as_deref()
+    }
+
+    /// The `aws-config` settings the broker was made from.
+    #[cfg(feature = "asyncapi")]
+    pub(crate) fn sdk_config(&self) -> Option<&SdkConfig> {
+        self.sdk_config.as_ref()
+    }
+
     /// What an in-process connection is told apart by: connections of the same endpoint and
     /// region (on one thread) share their queues, as connections to one account do.
     #[cfg(feature = "testing")]

@@ -87,6 +87,8 @@
 
 mod batcher;
 mod broker;
+#[cfg(feature = "asyncapi")]
+mod describe;
 mod error;
 #[cfg(feature = "sns")]
 mod fan_out;

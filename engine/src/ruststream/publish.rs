@@ -142,6 +142,11 @@ impl PublishPolicy<ConnectedSqsBroker> for SqsPublish {
         };
         std::future::ready(paired)
     }
+
+    #[cfg(feature = "asyncapi")]
+    fn channel_bindings(&self, channel: &str) -> ::ruststream::asyncapi::Bindings {
+        super::describe::publish_channel_bindings(channel)
+    }
 }
 
 /// Publishes to SQS queues, by the name each message carries (or a queue URL).

@@ -381,6 +381,11 @@ impl SubscriptionSource<ConnectedSqsBroker> for SqsQueue {
         self.dead_letter = declaration.dead_letter().map(str::to_owned);
         self
     }
+
+    #[cfg(feature = "asyncapi")]
+    fn channel_bindings(&self) -> ::ruststream::asyncapi::Bindings {
+        super::describe::queue_channel_bindings(self)
+    }
 }
 
 #[cfg(test)]

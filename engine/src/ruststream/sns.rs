@@ -135,6 +135,11 @@ impl PublishPolicy<ConnectedSqsBroker> for SnsPublish {
         };
         std::future::ready(paired)
     }
+
+    #[cfg(feature = "asyncapi")]
+    fn channel_bindings(&self, channel: &str) -> ::ruststream::asyncapi::Bindings {
+        super::describe::topic_channel_bindings(channel)
+    }
 }
 
 /// Publishes to SNS topics, by the name (or ARN) each message carries. Made by
