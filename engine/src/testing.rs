@@ -24,6 +24,9 @@
 //!   its timeout lapses; a change is refused past twelve hours from the receive, and for a
 //!   message no longer in flight. Only the newest receipt handle of a message deletes it: an
 //!   older one is answered with success and deletes nothing, as SQS does.
+//! - With the `sns` feature, topics: a queue subscribed to a topic receives each message
+//!   published to it, body and attributes as published (raw delivery), at once; see
+//!   [`InProcessSqs::subscribe_to_topic`].
 //! - The redrive policy: a message received `maxReceiveCount` times moves to the dead-letter
 //!   queue when it is visible again, rather than on the next receive as SQS does it; nothing
 //!   can tell the two apart from outside.
@@ -525,8 +528,9 @@ impl InProcessSqs {
         counts
     }
 
-    /// Every message sent to `queue` (a name or URL), in the order SQS took them, deduplicated
-    /// FIFO sends left out; empty for a queue that does not exist.
+    /// Every message sent to `queue` (a name or URL), or moved to it as its dead-letter queue,
+    /// in the order it arrived, deduplicated FIFO sends left out; empty for a queue that does
+    /// not exist.
     pub fn sent(&self, queue: &str) -> Vec<SentMessage> {
         self.shared
             .lock()
@@ -1088,6 +1092,13 @@ impl State {
         }
         let dead_letter = self.queues.get_mut(&redrive.dead_letter)?;
         for mut message in moved {
+            // What arrives at the dead-letter queue is in its log, as what is sent to it is.
+            dead_letter.sent.push(SentMessage {
+                message_id: message.id.clone(),
+                body: message.body.clone(),
+                attributes: message.attributes.clone(),
+                group_id: message.group.clone(),
+            });
             message.receipt = None;
             message.counted = false;
             message.visible_at = now;
@@ -1710,6 +1721,16 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(sqs.bodies("orders-dead"), vec!["spent".to_owned()]);
+        let arrived: Vec<String> = sqs
+            .sent("orders-dead")
+            .into_iter()
+            .map(|sent| sent.body)
+            .collect();
+        assert_eq!(
+            arrived,
+            ["spent"],
+            "the move is in the dead-letter queue's log"
+        );
 
         assert!(sqs.send("orders", "").is_err(), "an empty body");
         assert!(

@@ -287,7 +287,9 @@ impl OutgoingEntry<'_> {
             reason,
         };
         if payload.is_empty() {
-            return Err(refused("SQS refuses an empty body".into()));
+            return Err(refused(
+                "the body must not be empty: SQS refuses an empty message".into(),
+            ));
         }
         let mut attributes = Vec::with_capacity(headers.len() + 1);
         // On a FIFO queue the partition key is a group, not an attribute.

@@ -199,7 +199,10 @@ impl SqsQueue {
             )));
         }
         if self.wait > Duration::from_secs(20) {
-            return Err(invalid(format!("wait is {:?}, at most 20 s", self.wait)));
+            return Err(invalid(format!(
+                "wait is {:?}: SQS long-polls for at most 20 seconds",
+                self.wait
+            )));
         }
         if let Some(visibility) = self.visibility
             && (visibility < Duration::from_secs(1) || visibility > crate::MAX_VISIBILITY)
