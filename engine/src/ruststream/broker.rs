@@ -390,17 +390,26 @@ impl ConnectedSqsBroker {
     /// # Errors
     ///
     /// [`SqsError::IncompleteRedrive`] for half a redrive policy; [`SqsError::InvalidQueue`]
-    /// for a setting out of range; [`SqsError::Subscribe`] when the queue or its dead-letter
-    /// queue is missing or a call fails; [`SqsError::NotConnected`] after shutdown.
+    /// for a setting out of range; [`SqsError::Queue`] when the queue or its dead-letter queue
+    /// is missing or cannot be opened; [`SqsError::Subscribe`] when the engine refuses the
+    /// settings for another reason; [`SqsError::NotConnected`] after shutdown.
     pub async fn subscribe_queue(&self, queue: SqsQueue) -> Result<SqsSubscriber, SqsError> {
         if self.core.is_closed() {
             return Err(SqsError::NotConnected);
         }
         queue.validate()?;
         let name = queue.queue.clone();
-        let subscribe_error = |source| SqsError::Subscribe {
-            queue: name.clone(),
-            source: Box::new(source),
+        let subscribe_error = |source: crate::Error| match source {
+            crate::Error::QueueNotFound { .. }
+            | crate::Error::Open { .. }
+            | crate::Error::DeadLetterQueueNotFound { .. } => SqsError::Queue {
+                name: name.clone(),
+                source: Box::new(source),
+            },
+            source => SqsError::Subscribe {
+                queue: name.clone(),
+                source: Box::new(source),
+            },
         };
         // In process, the queue is watched before its receivers start, so that nothing they
         // receive escapes the harness's count, and the subscription receives as itself.

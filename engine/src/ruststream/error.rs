@@ -28,16 +28,22 @@ pub enum SqsError {
         /// The half that is missing: `dead_letter(..)` or `max_attempts(..)`.
         missing: &'static str,
     },
-    /// A setting of an [`SqsQueue`](super::SqsQueue) is out of its range.
-    #[error("queue `{queue}`: {reason}")]
-    InvalidQueue {
+    /// A setting of an [`SqsQueue`](super::SqsQueue) is out of its range: the queue and what
+    /// is wrong with it.
+    #[error("{0}")]
+    InvalidQueue(String),
+    /// A subscription's queue, or its dead-letter queue, is missing or could not be resolved,
+    /// created or opened.
+    #[error("queue `{name}` cannot be opened")]
+    Queue {
         /// The queue, as the registration named it.
-        queue: String,
-        /// What is wrong.
-        reason: String,
+        name: String,
+        /// The engine's error, with its cause.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
     },
-    /// Opening a subscription failed: the queue is missing, a call failed, or the engine
-    /// refused its settings.
+    /// Opening a subscription failed otherwise: the engine refused its settings, or the queue
+    /// is not what they need.
     #[error("subscribing to queue `{queue}` failed")]
     Subscribe {
         /// The queue, as the registration named it.

@@ -185,10 +185,8 @@ impl SqsQueue {
 
     /// Checks the halves of the redrive policy and the ranges of the settings.
     pub(crate) fn validate(&self) -> Result<(), SqsError> {
-        let invalid = |reason: String| SqsError::InvalidQueue {
-            queue: self.queue.clone(),
-            reason,
-        };
+        let invalid =
+            |reason: String| SqsError::InvalidQueue(format!("queue `{}`: {reason}", self.queue));
         check_redrive(&self.queue, self.max_attempts, self.dead_letter.as_deref())?;
         if self.queue.is_empty() {
             return Err(invalid("the queue name is empty".into()));
