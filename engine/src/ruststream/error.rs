@@ -70,10 +70,10 @@ pub enum SqsError {
     },
     /// A call on a topic failed: `CreateTopic`, or the `Subscribe` of a queue to it (feature
     /// `sns`).
-    #[error("topic `{topic}`: the call failed")]
-    Topic {
+    #[error("topic `{name}`: the call failed")]
+    Admin {
         /// The topic, as the call named it.
-        topic: String,
+        name: String,
         /// What SNS or the connection said.
         #[source]
         source: Box<dyn StdError + Send + Sync>,

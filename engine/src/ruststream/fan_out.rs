@@ -50,7 +50,7 @@ impl ConnectedSqsBroker {
     ///
     /// # Errors
     ///
-    /// [`SqsError::Topic`] when the topic cannot be created or the subscription is refused
+    /// [`SqsError::Admin`] when the topic cannot be created or the subscription is refused
     /// (a FIFO queue on a standard topic); [`SqsError::QueuePolicy`] when the queue is missing
     /// or its policy cannot be read, merged or written; [`SqsError::NotConnected`] after
     /// shutdown.
@@ -67,8 +67,8 @@ impl ConnectedSqsBroker {
         let services = publishing.services();
         let backoff = publishing.backoff();
         let topic = topic_name(topic).into_owned();
-        let topic_failed = |source: CallError| SqsError::Topic {
-            topic: topic.clone(),
+        let topic_failed = |source: CallError| SqsError::Admin {
+            name: topic.clone(),
             source: Box::new(source),
         };
         let policy_failed =
