@@ -44,20 +44,50 @@ print(os.path.dirname(found[0]["manifest_path"]))
 ')
 echo "peer-examples: ruststream-sqs-sns 0.7.1 from $peer"
 
-# The sources, in the crate's own layout, so its #[path = "../tests/live/mod.rs"] resolve.
-rm -rf "$suite/examples" "$suite/tests/live"
-cp -R "$peer/examples" "$suite/examples"
-mkdir -p "$suite/tests/live"
-cp "$peer/tests/live/mod.rs" "$suite/tests/live/mod.rs"
+# The sources, in the crate's own layout, so its #[path = "../tests/live/mod.rs"] resolve:
+# copied to a staging directory and migrated there.
+staging="$logs/staging"
+rm -rf "$staging"
+mkdir -p "$staging/tests/live"
+cp -R "$peer/examples" "$staging/examples"
+cp "$peer/tests/live/mod.rs" "$staging/tests/live/mod.rs"
 
 # The README's migration, and nothing else.
-find "$suite/examples" "$suite/tests/live" -name '*.rs' -print0 |
+find "$staging" -name '*.rs' -print0 |
   xargs -0 sed -i -e 's/ruststream_sqs_sns::prelude/sqs_engine::prelude/g' \
     -e 's/ruststream_sqs_sns::/sqs_engine::ruststream::/g'
-if grep -rn 'ruststream_sqs_sns' "$suite/examples" "$suite/tests/live"; then
+if grep -rn 'ruststream_sqs_sns' "$staging"; then
   echo "peer-examples: a reference to ruststream_sqs_sns is left that the migration does not cover" >&2
   exit 1
 fi
+
+# Into peer-examples/, rewriting only the files whose text changed, so that cargo rebuilds an
+# example only when its source (or sqs-engine) did.
+python3 - "$staging" "$suite" <<'PY'
+import os, shutil, sys
+staging, suite = sys.argv[1:]
+for part in ("examples", "tests/live"):
+    source, target = os.path.join(staging, part), os.path.join(suite, part)
+    wanted = set()
+    for directory, _, files in os.walk(source):
+        for name in files:
+            relative = os.path.relpath(os.path.join(directory, name), source)
+            wanted.add(relative)
+            src, dst = os.path.join(source, relative), os.path.join(target, relative)
+            with open(src, "rb") as f:
+                text = f.read()
+            if os.path.exists(dst):
+                with open(dst, "rb") as f:
+                    if f.read() == text:
+                        continue
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copyfile(src, dst)
+    for directory, _, files in os.walk(target):
+        for name in files:
+            path = os.path.join(directory, name)
+            if os.path.relpath(path, target) not in wanted:
+                os.remove(path)
+PY
 
 # The manifest: the committed template, and the crate's example targets as its manifest lists
 # them (a name, and the path of its source).
@@ -70,8 +100,14 @@ with open(template) as f:
     text = f.read()
 for example in examples:
     text += f'\n[[example]]\nname = "{example["name"]}"\npath = "{example["path"]}"\ntest = true\n'
-with open(out, "w") as f:
-    f.write(text)
+try:
+    with open(out) as f:
+        unchanged = f.read() == text
+except FileNotFoundError:
+    unchanged = False
+if not unchanged:
+    with open(out, "w") as f:
+        f.write(text)
 PY
 mapfile -t names < <(python3 -c '
 import sys, tomllib
