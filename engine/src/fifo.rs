@@ -586,6 +586,10 @@ mod tests {
                 heartbeat: None,
                 redrive: None,
                 create_if_missing: false,
+                health: crate::health::HealthCells::new(
+                    QUEUE,
+                    crate::health::DEFAULT_GIVE_UP_AFTER,
+                ),
             },
             Arc::new(crate::metrics::StatsCells::default()),
         )
@@ -607,7 +611,7 @@ mod tests {
                 ]),
                 message_attributes: HashMap::new(),
             };
-            Delivery::new(Arc::clone(&queue), received, None, Instant::now())
+            Delivery::new(Arc::clone(&queue), received, None, None, Instant::now())
         };
         let gate = Gate::new(FifoOrder::Confirmed);
         gate.admit(vec![delivery("m-0", 0, 1), delivery("m-1", 1, 1)]);
