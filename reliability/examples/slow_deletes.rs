@@ -1,13 +1,11 @@
-//! Reproduction: when `DeleteMessageBatch` is slower than `ReceiveMessage`, the acks waiting
-//! for SQS are not bounded by `workers + prefetch`.
+//! Slow deletes: when `DeleteMessageBatch` is slower than `ReceiveMessage`, what waits for SQS.
 //!
-//! A delivery frees its place among the messages the engine may hold when its outcome is
-//! queued, not when SQS answered the settlement. With deletes that take a second (a slow or
-//! throttled `DeleteMessageBatch`: 16 batch calls in flight, so 160 deletes a second at most)
-//! the receivers keep receiving at full speed, and the queue of acks waiting to go out grows
-//! without bound while `Stats::in_flight` stays under `workers + prefetch` (16 here). Each of
-//! those messages is still on the queue: a crash redelivers them all, and those waiting past
-//! their visibility timeout come back even without one (late settlements).
+//! A delivery keeps its place among the messages the engine may hold (`max_held`) until SQS
+//! answered its settlement, and the receivers wait while more settlements wait to be sent
+//! than the calls allowed in flight carry. With deletes that take a second (a slow or
+//! throttled `DeleteMessageBatch`), receiving slows to the pace of the deletes: the acks
+//! waiting to go out stay bounded, and so does `Stats::in_flight`. Each of those messages is
+//! still on the queue until its delete is answered: a crash redelivers them.
 //!
 //! Run against LocalStack: `cargo run -p sqs-engine-reliability --example slow_deletes`.
 

@@ -23,7 +23,8 @@ pub struct ConsumerArgs {
     pub workers: usize,
     /// Long-poll loops.
     pub receivers: usize,
-    /// Messages received ahead of a free worker.
+    /// Messages received ahead of a free worker. The consumer's `max_held` is
+    /// `workers + prefetch`: the bound the tests check what it holds against.
     pub prefetch: usize,
     /// How long each handler sleeps before it writes the ledger and acks.
     pub handler_ms: u64,
@@ -51,6 +52,8 @@ impl ConsumerArgs {
             self.receivers.to_string(),
             "--prefetch".into(),
             self.prefetch.to_string(),
+            "--max-held".into(),
+            (self.workers + self.prefetch).to_string(),
             "--handler-ms".into(),
             self.handler_ms.to_string(),
             "--visibility-secs".into(),

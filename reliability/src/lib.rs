@@ -36,8 +36,8 @@
 //!   slope after the first window, for information.
 //! - `examples/slow_deletes.rs`: a reproduction, not a test: with `DeleteMessageBatch`
 //!   slower than receives, the acks waiting for SQS grow without bound while the engine's
-//!   count of held messages stays under `workers + prefetch` (the engine frees a message's
-//!   place when its outcome is queued, not when SQS answered). Run it with
+//!   count of held messages stays under `max_held` (a settlement waiting for SQS's answer
+//!   keeps its message's place, and settlement falling behind holds receiving back). Run it with
 //!   `cargo run -p sqs-engine-reliability --example slow_deletes`.
 //!
 //! The library holds what the binaries and the tests share: the status line, memory readings,

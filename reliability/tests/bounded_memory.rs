@@ -2,8 +2,8 @@
 //!
 //! 100,000 messages wait on the queue; a `ledger-consumer` with slow handlers (200 ms, 16
 //! workers, prefetch 20) runs for 20 s. The messages it holds (`Stats::in_flight`, sampled
-//! every millisecond by the consumer) must never exceed `workers + prefetch`, however much
-//! is queued. Then SIGTERM: what it processed is gone, the rest is still on the queue. The
+//! every millisecond by the consumer) must never exceed its `max_held` (set to `workers +
+//! prefetch` by the harness), however much is queued. Then SIGTERM: what it processed is gone, the rest is still on the queue. The
 //! table reports the consumer's peak RSS.
 
 use std::time::{Duration, Instant};

@@ -177,9 +177,14 @@ impl SqsBroker {
     }
 
     async fn build_services(self) -> Services {
-        let config = match &self.sdk_config {
-            Some(config) => config.clone(),
-            None => {
+        let config = match (&self.sdk_config, &self.api) {
+            (Some(config), _) => config.clone(),
+            // SQS calls go through the given api: nothing is resolved from the environment (no
+            // profile read, no instance metadata call); an SNS client gets what was set.
+            (None, Some(_)) => SdkConfig::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .build(),
+            (None, None) => {
                 // What the broker was given is not looked for: no profile read or instance
                 // metadata call for a region or credentials that are set.
                 let mut loader = aws_config::defaults(BehaviorVersion::latest());

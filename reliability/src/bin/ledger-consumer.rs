@@ -41,6 +41,9 @@ struct Args {
     /// Messages received ahead of a free worker (default: the engine's, a batch per receiver).
     #[arg(long)]
     prefetch: Option<usize>,
+    /// The most messages held at once (default: the engine's).
+    #[arg(long)]
+    max_held: Option<usize>,
     /// How long each handler works (sleeps) before it writes the ledger and acks.
     #[arg(long, default_value_t = 0)]
     handler_ms: u64,
@@ -83,6 +86,9 @@ async fn main() -> anyhow::Result<()> {
         .wait_time(Duration::from_secs(args.wait_secs));
     if let Some(prefetch) = args.prefetch {
         builder = builder.prefetch(prefetch);
+    }
+    if let Some(max_held) = args.max_held {
+        builder = builder.max_held(max_held);
     }
     let engine = builder.build().context("configuring the engine")?;
     let stats = engine.stats();

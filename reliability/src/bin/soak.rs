@@ -11,7 +11,7 @@
 //!   exceeds the mean of the first window by more than the larger of `--flat-percent` of the
 //!   first window's mean and `--flat-slack-mib`. A window is `--window-secs` (60 s), or a
 //!   third of the measured run when that is shorter;
-//! - the engine held more than `workers + prefetch` messages at once.
+//! - the engine held more than its `max_held` (`workers + prefetch` here) messages at once.
 //!
 //! What the handlers processed is counted in a table sized up front (one byte per message
 //! the filler will send), so the bookkeeping itself does not grow the heap as the run goes.
@@ -141,7 +141,9 @@ async fn main() -> anyhow::Result<()> {
     if let Some(prefetch) = args.prefetch {
         builder = builder.prefetch(prefetch);
     }
+    // The soak bounds what the engine holds as the tests do: workers + prefetch.
     let capacity = args.workers + args.prefetch.unwrap_or(args.receivers * 10);
+    builder = builder.max_held(capacity);
     let engine = builder.build().context("configuring the engine")?;
     let stats = engine.stats();
     let (stop_engine, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -327,7 +329,7 @@ async fn main() -> anyhow::Result<()> {
     };
     println!(
         "soak: {} s at {} msg/s: sent {}, processed {}, lost {}, duplicates {}, drained {}; \
-         held at most {} (workers + prefetch = {}); SQS calls {} ({} failed)",
+         held at most {} (max_held = workers + prefetch = {}); SQS calls {} ({} failed)",
         summary.duration_secs,
         summary.rate,
         summary.sent,
