@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -19,7 +18,7 @@ use crate::health::AfterFailure;
 use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
-use crate::round_trip::RoundTrip;
+use crate::round_trip::{LIGHT_IN_FLIGHT, ReceiveRoundTrip};
 
 /// Receives in flight worth having per second of a receive's round trip: enough for 40,000
 /// messages a second (ten a receive), about what one engine process handles. More only cost
@@ -64,48 +63,8 @@ pub(crate) struct Receivers {
     /// The most KiB one receive may take from `bytes` (all of it).
     pub(crate) bytes_cap: u32,
     active: AtomicUsize,
-    /// How long a full receive takes (its round trip: SQS answers a long poll at once when it
-    /// has messages), smoothed.
-    full_receive: RoundTrip,
-    /// The shortest full receive lately: the round trip without the queueing the receives in
-    /// flight cause at SQS (see [`BaseRoundTrip`]).
-    base: Mutex<BaseRoundTrip>,
-}
-
-/// The shortest of the samples of the current window and the one before, so that the base
-/// follows a network that got slower within two windows, and a burst of queueing never
-/// becomes the base.
-#[derive(Debug)]
-struct BaseRoundTrip {
-    window_start: Instant,
-    current: Option<Duration>,
-    previous: Option<Duration>,
-}
-
-/// How long a window of [`BaseRoundTrip`] lasts.
-const BASE_WINDOW: Duration = Duration::from_secs(10);
-
-impl BaseRoundTrip {
-    fn new() -> Self {
-        Self {
-            window_start: Instant::now(),
-            current: None,
-            previous: None,
-        }
-    }
-
-    /// Takes a sample in; returns the base.
-    fn sample(&mut self, took: Duration) -> Duration {
-        let now = Instant::now();
-        if now.duration_since(self.window_start) >= BASE_WINDOW {
-            self.previous = self.current.take();
-            self.window_start = now;
-        }
-        let current = self.current.map_or(took, |current| current.min(took));
-        self.current = Some(current);
-        self.previous
-            .map_or(current, |previous| previous.min(current))
-    }
+    /// How long a full receive takes, now and unloaded.
+    round_trip: ReceiveRoundTrip,
 }
 
 impl Receivers {
@@ -134,8 +93,7 @@ impl Receivers {
             most: most.max(1),
             bytes_cap,
             active: AtomicUsize::new(0),
-            full_receive: RoundTrip::default(),
-            base: Mutex::new(BaseRoundTrip::new()),
+            round_trip: ReceiveRoundTrip::default(),
         })
     }
 
@@ -162,43 +120,36 @@ impl Receivers {
         );
     }
 
-    /// Takes a full receive's duration into the smoothed and the base round trips; returns
-    /// the base.
-    fn sample(&self, took: Duration) -> Duration {
-        self.full_receive.sample(took);
-        self.base
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .sample(took)
-    }
-
-    /// How many receivers are worth running at `base`, the round trip without queueing:
+    /// How many receivers are worth running at `unloaded`, the round trip without queueing:
     /// enough receives in flight for [`RECEIVES_PER_ROUND_TRIP_SECOND`], at least
     /// [`MIN_USEFUL_RECEIVERS`], at most `most`.
-    fn useful(&self, base: Duration) -> usize {
-        let by_round_trip = (base.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
+    fn useful(&self, unloaded: Duration) -> usize {
+        let by_round_trip =
+            (unloaded.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
         by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
     }
 
     /// After a full receive that took `took`: starts one more receiver (handing it a clone of
-    /// `out`) when fewer run than are worth it at the round trip, the receives do not queue
-    /// at SQS (the smoothed round trip stays within twice the base: past that, more receives
-    /// in flight only wait longer, as on a server short of CPU), and the prefetch has room for
-    /// its receive too.
+    /// `out`) when fewer run than are worth it at the unloaded round trip, the receives do not
+    /// queue at SQS (the round trip now stays within twice the unloaded one: past that, more
+    /// receives in flight only wait longer, as on a server short of CPU), and the prefetch has
+    /// room for its receive too. Until the unloaded round trip is known, the receivers stay at
+    /// the few that measure it.
     fn grow(self: &Arc<Self>, took: Duration, out: &mpsc::Sender<Vec<Delivery>>) {
-        let base = self.sample(took);
+        self.round_trip.sample(took, self.active());
         let batch = usize::from(self.config.max_messages);
-        if self.ahead.available_permits() < batch || self.stop.is_cancelled() {
-            return;
-        }
-        if self
-            .full_receive
-            .get()
-            .is_some_and(|smoothed| smoothed > base * 2)
+        if self.ahead.available_permits() < batch
+            || self.stop.is_cancelled()
+            || self.round_trip.queueing()
         {
             return;
         }
-        let useful = self.useful(base);
+        let useful = self
+            .round_trip
+            .unloaded()
+            .map_or(LIGHT_IN_FLIGHT.min(self.most), |unloaded| {
+                self.useful(unloaded)
+            });
         let grown = self
             .active
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
@@ -653,6 +604,29 @@ mod tests {
         let api = StandIn::receiving_script(full_receives(0, 2_000, Duration::from_millis(20)));
         run_acking(&api, 128, Duration::from_secs(2)).await;
         assert_eq!(api.most_receives_under_way(), 80);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_jittery_round_trip_is_not_taken_for_queueing() {
+        // Round trips with a tail several times their median (mean 14.3 ms), whatever the
+        // receives in flight: worth about 58 receivers.
+        let jittery = [3, 8, 10, 12, 30, 6, 9, 50, 4, 11];
+        let script = (0..6_000)
+            .map(|batch| {
+                let messages = (0..10)
+                    .map(|i| message(&format!("m{}", batch * 10 + i)))
+                    .collect();
+                let ms = jittery[batch % jittery.len()];
+                (Duration::from_millis(ms), Ok(messages))
+            })
+            .collect();
+        let api = StandIn::receiving_script(script);
+        run_acking(&api, 128, Duration::from_secs(2)).await;
+        let most = api.most_receives_under_way();
+        assert!(
+            (40..=90).contains(&most),
+            "{most} receives in flight at once"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,31 +1,42 @@
-//! The round trip to SQS, as the engine measures it on its short calls (opening the queue,
-//! batch settlements; never a long poll, whose wait is not the network's): how long a receive
-//! under way at shutdown may still take to answer.
+//! The round trip to SQS, as the engine measures it: on its short calls (opening the queue,
+//! batch settlements; never a long poll, whose wait is not the network's), how long a receive
+//! under way at shutdown may still take to answer; on full receives, how many receives in
+//! flight the round trip is worth and whether more would only queue at the server.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// A smoothed round trip, in microseconds; zero until the first sample.
+/// A smoothed round trip, in microseconds; zero until the first sample. The first eight
+/// samples are averaged evenly, so that the first one (which may be far from the mean on a
+/// jittery network) does not linger; later ones each weigh an eighth.
 #[derive(Debug, Default)]
 pub(crate) struct RoundTrip {
     micros: AtomicU64,
+    samples: AtomicU64,
 }
 
 /// Without a sample: as long as a receive under way at shutdown may take.
 const UNKNOWN_GRACE: Duration = Duration::from_secs(1);
 /// The least grace: a round trip on loopback is well under it.
 const MIN_GRACE: Duration = Duration::from_millis(50);
+/// The weight of a sample in the moving average, once past the first ones: 1 / `SMOOTHING`.
+const SMOOTHING: u64 = 8;
 
 impl RoundTrip {
-    /// Takes one call's duration in (a moving average, each sample weighing an eighth).
+    /// Takes one call's duration in.
     pub(crate) fn sample(&self, took: Duration) {
         let took = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
         // Relaxed: a lost update only skips one sample.
+        let n = self
+            .samples
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1)
+            .min(SMOOTHING);
         let old = self.micros.load(Ordering::Relaxed);
         let new = if old == 0 {
             took
         } else {
-            old - old / 8 + took / 8
+            old - old / n + took / n
         };
         self.micros.store(new.max(1), Ordering::Relaxed);
     }
@@ -45,6 +56,61 @@ impl RoundTrip {
         match self.micros.load(Ordering::Relaxed) {
             0 => UNKNOWN_GRACE,
             micros => (Duration::from_micros(micros) * 4).clamp(MIN_GRACE, UNKNOWN_GRACE),
+        }
+    }
+}
+
+/// Receives in flight at most for a full receive's round trip to count as unloaded.
+pub(crate) const LIGHT_IN_FLIGHT: usize = 2;
+/// Unloaded samples taken before the unloaded round trip is trusted: one sample of a jittery
+/// network may be a fraction of its mean.
+const LIGHT_SAMPLES: u32 = 8;
+
+/// The round trip of full receives (SQS answers a long poll at once when it has messages), as
+/// the receivers size themselves by it, twice: smoothed over every sample (`now`), and smoothed
+/// over the samples taken while at most [`LIGHT_IN_FLIGHT`] receives were in flight
+/// (`unloaded`: the network's round trip without the queueing that many receives in flight
+/// cause at a server short of CPU).
+///
+/// Both are means of the same kind, so a jittery network (SQS's round trips have a tail several
+/// times their median) does not look loaded: only waiting that grows with the receives in
+/// flight moves `now` away from `unloaded`. The unloaded round trip follows the network again
+/// whenever the load falls back to a few receives.
+#[derive(Debug, Default)]
+pub(crate) struct ReceiveRoundTrip {
+    now: RoundTrip,
+    unloaded: RoundTrip,
+    light_samples: AtomicU32,
+}
+
+impl ReceiveRoundTrip {
+    /// Takes in a full receive that took `took` while `in_flight` receives were under way
+    /// (this one included).
+    pub(crate) fn sample(&self, took: Duration, in_flight: usize) {
+        self.now.sample(took);
+        if in_flight <= LIGHT_IN_FLIGHT {
+            self.unloaded.sample(took);
+            // Relaxed: a count, read only to leave the warm-up.
+            let _ = self
+                .light_samples
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
+        }
+    }
+
+    /// The unloaded round trip; `None` until [`LIGHT_SAMPLES`] unloaded samples were taken.
+    pub(crate) fn unloaded(&self) -> Option<Duration> {
+        if self.light_samples.load(Ordering::Relaxed) < LIGHT_SAMPLES {
+            return None;
+        }
+        self.unloaded.get()
+    }
+
+    /// Whether receives queue at the server: the round trip now is more than twice the
+    /// unloaded one. `false` while either is unknown.
+    pub(crate) fn queueing(&self) -> bool {
+        match (self.now.get(), self.unloaded()) {
+            (Some(now), Some(unloaded)) => now > unloaded * 2,
+            _ => false,
         }
     }
 }
@@ -78,6 +144,50 @@ mod tests {
             rtt.shutdown_grace(),
             Duration::from_secs(1),
             "at most a second"
+        );
+    }
+
+    #[test]
+    fn the_unloaded_round_trip_waits_for_enough_light_samples() {
+        let rtt = ReceiveRoundTrip::default();
+        for _ in 0..LIGHT_SAMPLES - 1 {
+            rtt.sample(Duration::from_millis(10), 1);
+            rtt.sample(Duration::from_millis(10), LIGHT_IN_FLIGHT + 1);
+        }
+        assert_eq!(rtt.unloaded(), None, "one light sample short");
+        rtt.sample(Duration::from_millis(10), LIGHT_IN_FLIGHT);
+        assert_eq!(rtt.unloaded(), Some(Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn jitter_is_not_queueing() {
+        // A tail several times the median, at light load and at heavy load alike.
+        let jittery = [3, 8, 10, 12, 30, 6, 9, 50, 4, 11];
+        let rtt = ReceiveRoundTrip::default();
+        for (i, ms) in jittery.iter().cycle().take(200).enumerate() {
+            let in_flight = if i < 40 { 1 } else { 64 };
+            rtt.sample(Duration::from_millis(*ms), in_flight);
+            if i >= 40 {
+                assert!(!rtt.queueing(), "sample {i}: {rtt:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_round_trip_that_grows_with_the_receives_in_flight_is_queueing() {
+        let rtt = ReceiveRoundTrip::default();
+        for _ in 0..LIGHT_SAMPLES {
+            rtt.sample(Duration::from_millis(5), 2);
+        }
+        assert!(!rtt.queueing());
+        for _ in 0..20 {
+            rtt.sample(Duration::from_millis(40), 30);
+        }
+        assert!(rtt.queueing());
+        assert_eq!(
+            rtt.unloaded(),
+            Some(Duration::from_millis(5)),
+            "loaded samples leave the unloaded round trip alone"
         );
     }
 }
