@@ -15,8 +15,8 @@ use super::protocol::{
     BatchOutput, BatchResultEntry, BatchResultErrorEntry, ChangeMessageVisibilityBatchInput,
     ChangeMessageVisibilityInput, CreateQueueInput, DeleteMessageBatchInput, DeleteMessageInput,
     Empty, ErrorKind, GetQueueAttributesInput, GetQueueAttributesOutput, GetQueueUrlInput,
-    ListQueuesInput, ListQueuesOutput, MessageAttributeValue, NumberText, QueueUrlInput,
-    QueueUrlOutput, ReceiveMessageInput, ReceiveMessageOutput, ReceivedMessage,
+    ListQueuesInput, ListQueuesOutput, MessageAttributeValue, NewMessage, NumberText,
+    QueueUrlInput, QueueUrlOutput, ReceiveMessageInput, ReceiveMessageOutput, ReceivedMessage,
     SendMessageBatchInput, SendMessageBatchOutput, SendMessageBatchResultEntry, SendMessageInput,
     SendMessageOutput, SetQueueAttributesInput, SqsError, SystemAttributes, input_error,
     md5_of_attributes, sequence_text,
@@ -206,6 +206,23 @@ impl Sqs {
     /// [`Queue::deleted_ages`]); `None` when it deleted none or does not exist.
     pub(crate) fn deleted_ages(&self, url: &str) -> Option<super::queue::DeletedAges> {
         self.queue(url).ok()?.deleted_ages()
+    }
+
+    /// Stores `message` on the queue named `queue`, as a `SendMessage` to it would: what an
+    /// SNS subscription delivers goes through the same checks and the same queue model.
+    ///
+    /// # Errors
+    ///
+    /// The error a `SendMessage` of the message to the queue would answer with.
+    pub(crate) fn deliver(&self, queue: &str, message: NewMessage) -> Result<(), SqsError> {
+        let queue = self.queue_named(queue)?;
+        let prepared = queue.prepare(message)?;
+        if queue.fifo {
+            queue.store_fifo([prepared]);
+        } else {
+            queue.store([prepared]);
+        }
+        Ok(())
     }
 
     /// The queue named by the last path segment of `url`.

@@ -22,6 +22,13 @@
 //! one way: a receipt handle that is not the latest of its message (the message was
 //! received again since, or deleted) is refused with `ReceiptHandleIsInvalid`.
 //!
+//! SNS: beside SQS, on the same endpoint, a minimal SNS in the AWS Query protocol that
+//! `aws-sdk-sns` speaks (a form-encoded `POST /` naming its `Action`, XML answers): topics,
+//! subscriptions of the server's own queues (raw delivery or the JSON envelope), `Publish` and
+//! `PublishBatch`, delivered at once into the subscribed queues. What it covers and what not is
+//! in `sns`. Its calls are counted with SQS's, by action name ([`SNS_ACTIONS`] tells which are
+//! SNS's).
+//!
 //! Latency: by default it answers at once (loopback latency, a fraction of a millisecond a
 //! call). [`EmbeddedSqs::set_latency`] makes it hold every call for a fixed or drawn
 //! latency ([`Latency`], with an SQS-like distribution), so that a load test can run at the
@@ -30,13 +37,19 @@
 //!
 //! Layout: `protocol` has the wire shapes and errors, `queue` one queue's state,
 //! `actions` what each action does, `latency` the latency added to each call, and `http`
-//! the HTTP server.
+//! the HTTP server; for SNS, `query` the AWS Query protocol, `sns` the topics and their
+//! actions, and `envelope` the JSON notification of a delivery without raw delivery.
 
 mod actions;
+mod envelope;
 mod http;
 mod latency;
 mod protocol;
+mod query;
 mod queue;
+mod sns;
+#[cfg(test)]
+mod sns_tests;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +67,20 @@ use actions::Sqs;
 pub use latency::{DEFAULT_SEED, Latency};
 pub use queue::DeletedAges;
 
+use sns::{Sns, SnsAction};
+
+/// The names of the SNS actions the server answers, as [`EmbeddedSqs::call_counts`] names
+/// them: every other name there is an SQS action.
+pub const SNS_ACTIONS: [&str; SnsAction::ALL.len()] = {
+    let mut names = [""; SnsAction::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = SnsAction::ALL[i].name();
+        i += 1;
+    }
+    names
+};
+
 /// A running embedded SQS server. Dropping it stops the server without waiting;
 /// [`EmbeddedSqs::shutdown`] stops it and waits.
 ///
@@ -69,6 +96,8 @@ pub struct EmbeddedSqs {
     endpoint: String,
     /// The queues and the actions on them.
     sqs: Arc<Sqs>,
+    /// The topics and the actions on them.
+    sns: Arc<Sns>,
     /// Cancelled to stop the server.
     stop: CancellationToken,
     /// The server's thread; `None` once joined.
@@ -104,6 +133,7 @@ impl EmbeddedSqs {
         let endpoint = format!("http://{}", SocketAddr::new(host, local.port()));
         let stop = CancellationToken::new();
         let sqs = Arc::new(Sqs::new(endpoint.clone(), stop.clone()));
+        let sns = Arc::new(Sns::new(Arc::clone(&sqs)));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -111,13 +141,14 @@ impl EmbeddedSqs {
         let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
         let thread = {
             let sqs = Arc::clone(&sqs);
+            let sns = Arc::clone(&sns);
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("embedded-sqs".to_owned())
                 .spawn(move || {
                     runtime.block_on(async move {
                         match TcpListener::from_std(listener) {
-                            Ok(listener) => http::serve(listener, sqs, stop).await,
+                            Ok(listener) => http::serve(listener, sqs, sns, stop).await,
                             Err(err) => error!(%err, "the embedded SQS server cannot listen"),
                         }
                     });
@@ -130,6 +161,7 @@ impl EmbeddedSqs {
         Ok(Self {
             endpoint,
             sqs,
+            sns,
             stop,
             thread: Some(thread),
             stopped: Some(stopped_rx),
@@ -161,10 +193,12 @@ impl EmbeddedSqs {
         self.sqs.delays.latency()
     }
 
-    /// Calls answered so far, by action name (errors included); actions never called are
-    /// left out.
+    /// Calls answered so far, by action name (errors included), SQS's and SNS's (see
+    /// [`SNS_ACTIONS`]); actions never called are left out.
     pub fn call_counts(&self) -> Vec<(&'static str, u64)> {
-        self.sqs.call_counts()
+        let mut counts = self.sqs.call_counts();
+        counts.extend(self.sns.call_counts());
+        counts
     }
 
     /// Stops the server: no new connections are accepted, long polls answer at once, and
