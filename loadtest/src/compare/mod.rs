@@ -50,8 +50,16 @@ use crate::fill::fill_queue;
 use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
 use crate::target::TargetArgs;
 
-/// LocalStack's address when started by `scripts/localstack.sh`.
-const LOCALSTACK_ENDPOINT: &str = "http://127.0.0.1:4566";
+/// LocalStack's address when started by `scripts/localstack.sh`: on 127.0.0.1, at the port
+/// the script reads from `LOCALSTACK_PORT` (4566 by default), which the script run from here
+/// inherits.
+fn localstack_endpoint() -> String {
+    let port = std::env::var("LOCALSTACK_PORT")
+        .ok()
+        .and_then(|port| port.parse::<u16>().ok())
+        .unwrap_or(4566);
+    format!("http://127.0.0.1:{port}")
+}
 
 /// The workspace's scripts, as built.
 const LOCALSTACK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/localstack.sh");
@@ -67,8 +75,8 @@ pub(crate) const CEILING_MESSAGES_AT_LATENCY: u64 = 4;
 pub(crate) enum TargetKind {
     /// The embedded in-memory server, started in this process (a benchmark target).
     Embedded,
-    /// LocalStack on 127.0.0.1:4566, started with `scripts/localstack.sh start` when none
-    /// answers.
+    /// LocalStack on 127.0.0.1:4566 (or the port `LOCALSTACK_PORT` names), started with
+    /// `scripts/localstack.sh start` when none answers.
     Localstack,
 }
 
@@ -197,7 +205,7 @@ impl Default for CompareArgs {
 pub(crate) enum ServerCalls {
     /// The embedded server's own counters.
     Embedded(EmbeddedSqs),
-    /// LocalStack's log: one line `AWS sqs.<Action> =>` per call.
+    /// LocalStack's log: one line `AWS sqs.<Action> =>` (or `AWS sns.<Action> =>`) per call.
     LocalstackLog(PathBuf),
     /// Not countable (any other endpoint).
     None,
@@ -297,15 +305,16 @@ fn count_log_calls(path: &Path, offset: u64) -> Result<BTreeMap<String, u64>> {
     Ok(count_log_text(&text))
 }
 
-/// The SQS calls in lines of LocalStack's log, by action.
+/// The SQS and SNS calls in lines of LocalStack's log, by action.
 fn count_log_text(text: &str) -> BTreeMap<String, u64> {
     let mut calls = BTreeMap::new();
     for line in text.lines() {
-        if let Some(at) = line.find("AWS sqs.") {
-            let rest = &line[at + "AWS sqs.".len()..];
-            if let Some(end) = rest.find(" =>") {
-                *calls.entry(rest[..end].to_owned()).or_insert(0) += 1;
-            }
+        let Some(at) = line.find("AWS sqs.").or_else(|| line.find("AWS sns.")) else {
+            continue;
+        };
+        let rest = &line[at + "AWS sqs.".len()..];
+        if let Some(end) = rest.find(" =>") {
+            *calls.entry(rest[..end].to_owned()).or_insert(0) += 1;
         }
     }
     calls
@@ -373,7 +382,7 @@ impl Target {
                     }
                 };
                 Ok(Self {
-                    endpoint: Some(LOCALSTACK_ENDPOINT.to_owned()),
+                    endpoint: Some(localstack_endpoint()),
                     name: "localstack".to_owned(),
                     calls,
                 })
@@ -770,11 +779,13 @@ mod tests {
 2026-11-30T10:45:04.342  INFO --- [t.reactor-21] localstack.request.aws     : AWS sqs.DeleteMessage => 200
 something else
 2026-11-30T10:45:04.351  INFO --- [t.reactor-27] localstack.request.aws     : AWS sqs.DeleteMessage => 400 (ReceiptHandleIsInvalid)
+2026-11-30T10:45:04.352  INFO --- [t.reactor-28] localstack.request.aws     : AWS sns.PublishBatch => 200
 ";
         let calls = count_log_text(log);
         assert_eq!(calls.get("SendMessageBatch"), Some(&1));
         assert_eq!(calls.get("DeleteMessage"), Some(&2));
-        assert_eq!(calls.len(), 2);
+        assert_eq!(calls.get("PublishBatch"), Some(&1));
+        assert_eq!(calls.len(), 3);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! payments service on one broker until the parent says stop, and reports its own CPU and peak
 //! memory.
 //!
-//! Protocol on stdout: `started` once the service runs, then `result {json}` after its graceful
-//! shutdown. The parent writes a line (or closes stdin) to stop it.
+//! Protocol on stdout: `started` once the service runs, in the fan-out variant `drained` once
+//! both subscribed queues' subscribers have handled every payment, then `result {json}` after
+//! its graceful shutdown. The parent writes a line (or closes stdin) to stop it.
 
 use std::io::Write as _;
 use std::num::NonZeroUsize;
@@ -14,12 +15,15 @@ use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use serde::{Deserialize, Serialize};
 
-use super::brokers::{sqs_engine_broker, sqs_sns_broker};
+use super::brokers::{sqs_engine_broker, sqs_engine_fan_out, sqs_sns_broker, sqs_sns_fan_out};
 use crate::compare::child::usage;
 use crate::target::TargetArgs;
 
 /// The line printed once the service runs.
 pub(crate) const STARTED: &str = "started";
+/// The line the fan-out variant prints once both subscribed queues' subscribers have handled
+/// every payment.
+pub(crate) const DRAINED: &str = "drained";
 /// The prefix of the result line.
 pub(crate) const RESULT: &str = "result ";
 
@@ -55,8 +59,11 @@ pub(crate) struct SeedJob {
     /// The access key to use, when the run has an account of its own (LocalStack names the
     /// account after a 12-digit key).
     pub(crate) access_key: Option<String>,
-    /// Deliveries of `book` at once.
+    /// Deliveries of `book` at once (and of each subscribed queue's subscriber).
     pub(crate) workers: usize,
+    /// The fan-out variant, with this many payments on the queue; `None`: the seed's service.
+    #[serde(default)]
+    pub(crate) fan_out: Option<u64>,
 }
 
 /// What a child measured.
@@ -125,9 +132,25 @@ pub(crate) async fn run(args: SeedChildArgs) -> Result<()> {
         })
         .await;
     };
-    match job.broker {
-        Broker::SqsEngine => sqs_engine_broker::serve(config, workers, started, stop).await?,
-        Broker::SqsSns => sqs_sns_broker::serve(config, workers, started, stop).await?,
+    let drained = || {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{DRAINED}");
+        let _ = stdout.flush();
+    };
+    let payments = job
+        .fan_out
+        .map(|payments| usize::try_from(payments).unwrap_or(usize::MAX));
+    match (job.broker, payments) {
+        (Broker::SqsEngine, None) => {
+            sqs_engine_broker::serve(config, workers, started, stop).await?;
+        }
+        (Broker::SqsSns, None) => sqs_sns_broker::serve(config, workers, started, stop).await?,
+        (Broker::SqsEngine, Some(payments)) => {
+            sqs_engine_fan_out::serve(config, workers, payments, started, drained, stop).await?;
+        }
+        (Broker::SqsSns, Some(payments)) => {
+            sqs_sns_fan_out::serve(config, workers, payments, started, drained, stop).await?;
+        }
     }
     let (cpu_after, max_rss_kib) = usage()?;
     let result = SeedChildResult {

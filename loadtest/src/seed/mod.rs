@@ -15,10 +15,18 @@
 //! (LocalStack's log names no queue, and other processes may be using it), with the log's count
 //! reported beside it; on the embedded server by its own counters, less the parent's polls.
 //!
-//! Layout: [`brokers`] compiles `service.rs` once per broker, [`child`] runs one of them.
+//! `--fan-out` runs the fan-out variant ([`fan_out`]): each payment booked is published to an
+//! SNS topic that delivers it to two queues, each consumed by a subscriber of the service. The
+//! run ends when the child reports that both subscribers have handled every payment, and the
+//! calls are reported apart, SQS's and SNS's (the counting proxy and the embedded server count
+//! both), and in total.
+//!
+//! Layout: [`brokers`] compiles `service.rs` and `fan_out_service.rs` once per broker,
+//! [`child`] runs one of them, [`fan_out`] sets up the fan-out variant's queues and topic.
 
 mod brokers;
 pub(crate) mod child;
+mod fan_out;
 mod proxy;
 
 use std::collections::BTreeMap;
@@ -57,6 +65,10 @@ const CHILD_WITHIN: Duration = Duration::from_secs(60);
 const RATE_BASIS: &str = "service started (queue already full) to drained (payments: 0 visible + 0 in flight, \
      ledger-entries: one message per payment), polled every 20 ms";
 
+/// How payments per second are measured in the fan-out variant.
+const FAN_OUT_RATE_BASIS: &str = "service started (payments already full) to the service's report that the \
+     subscribers of ledger and payment-notices have each handled every payment (distinct ids)";
+
 /// Options of `loadtest seed-payments`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct SeedArgs {
@@ -83,6 +95,12 @@ pub(crate) struct SeedArgs {
     /// Repetitions; the order of the brokers is reversed on every other one.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     repetitions: u32,
+
+    /// The fan-out variant: each payment booked is published to the SNS topic
+    /// `payments-booked`, which delivers it (raw) to the queues `ledger` and `payment-notices`,
+    /// each consumed by a subscriber of the service; SQS and SNS calls are counted apart.
+    #[arg(long)]
+    fan_out: bool,
 
     /// Give up on one broker's run after this many seconds.
     #[arg(long, default_value_t = 300)]
@@ -111,8 +129,11 @@ struct SeedRun {
     /// Calls of other processes in LocalStack's log during the run (its count less the
     /// child's and the parent's), when both were counted.
     others_in_log: Option<i64>,
-    /// Messages on `ledger-entries` after the service stopped.
-    ledger_entries: u64,
+    /// Messages on `ledger-entries` after the service stopped (the seed's service).
+    ledger_entries: Option<u64>,
+    /// Messages left on each queue (visible and in flight) after the service stopped (the
+    /// fan-out variant).
+    left_on_queues: Option<BTreeMap<String, u64>>,
     /// What the child measured of itself.
     child: SeedChildResult,
 }
@@ -135,6 +156,8 @@ struct Figure {
 struct SeedReport {
     /// The target, as text.
     target: String,
+    /// `seed` (the seed's service) or `fan-out`.
+    variant: &'static str,
     /// Payments per run.
     messages: u64,
     /// Deliveries of `book` at once.
@@ -184,14 +207,21 @@ pub(crate) async fn run(args: SeedArgs) -> Result<()> {
         (_, "localstack") => {
             "a counting proxy in front of LocalStack that only the child uses (LocalStack's log, which names no queue, as a cross-check)"
         }
+        (ServerCalls::Embedded(_), _) if args.fan_out => {
+            "the embedded server's counters of SQS and SNS calls (the parent polls no queue during the run)"
+        }
         (ServerCalls::Embedded(_), _) => {
             "the embedded server's counters, less the parent's GetQueueAttributes polls"
         }
         _ => "not counted (any other endpoint)",
     };
     eprintln!(
-        "seed-payments on {}: {} payments, workers({}), {} repetition(s); each broker in a child process of its own",
-        target.name, args.messages, args.workers, args.repetitions
+        "seed-payments{} on {}: {} payments, workers({}), {} repetition(s); each broker in a child process of its own",
+        if args.fan_out { " --fan-out" } else { "" },
+        target.name,
+        args.messages,
+        args.workers,
+        args.repetitions
     );
     let mut runs = Vec::new();
     for repetition in 0..args.repetitions {
@@ -213,15 +243,20 @@ pub(crate) async fn run(args: SeedArgs) -> Result<()> {
             runs.push(run);
         }
     }
-    let summary = summarise(&runs, args.messages);
+    let summary = summarise(&runs, args.messages, args.fan_out);
     print_table(&target.name, &args, &runs, &summary, calls_counted_by);
     let report = SeedReport {
+        variant: if args.fan_out { "fan-out" } else { "seed" },
         target: target.name.clone(),
         messages: args.messages,
         workers: args.workers,
         repetitions: args.repetitions,
         isolation: "each broker's run in a child process of its own (CPU by getrusage, peak RSS by VmHWM)",
-        rate_basis: RATE_BASIS,
+        rate_basis: if args.fan_out {
+            FAN_OUT_RATE_BASIS
+        } else {
+            RATE_BASIS
+        },
         calls_counted_by,
         runs,
         summary,
@@ -231,7 +266,8 @@ pub(crate) async fn run(args: SeedArgs) -> Result<()> {
         None => {
             let dir = crate::compare::output_dir();
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            dir.join(format!("seed-payments-{}.json", target.name))
+            let variant = if args.fan_out { "-fan-out" } else { "" };
+            dir.join(format!("seed-payments{variant}-{}.json", target.name))
         }
     };
     crate::report::write_json(&path, &report)?;
@@ -257,8 +293,17 @@ async fn run_one(
     )
     .await;
     let client = Client::new(&config);
-    let payments = fresh_queue(&client, "payments").await?;
-    let ledger = fresh_queue(&client, "ledger-entries").await?;
+    // The queues of the run, `payments` first.
+    let queues = if args.fan_out {
+        fan_out::prepare(&config, &client).await?
+    } else {
+        let mut queues = Vec::new();
+        for name in ["payments", "ledger-entries"] {
+            queues.push((name.to_owned(), fresh_queue(&client, name).await?));
+        }
+        queues
+    };
+    let payments = queues[0].1.clone();
     fill(&client, &payments, args.messages).await?;
 
     let proxy = match (&target.endpoint, localstack) {
@@ -274,6 +319,7 @@ async fn run_one(
         region: args.region.clone(),
         access_key: access_key.clone(),
         workers: args.workers,
+        fan_out: args.fan_out.then_some(args.messages),
     };
     let mark = target.calls.mark();
     let mut child = Command::new(std::env::current_exe().context("finding this binary")?)
@@ -307,17 +353,28 @@ async fn run_one(
     let start = Instant::now();
     let limit = Duration::from_secs(args.timeout_secs);
     let mut polls = 0_u64;
-    let completed = loop {
-        let [visible, in_flight] = counts(&client, &payments).await?;
-        let [entries, _] = counts(&client, &ledger).await?;
-        polls += 2;
-        if visible + in_flight == 0 && entries >= args.messages {
-            break true;
+    let completed = if args.fan_out {
+        // The child says when both subscribers have handled every payment.
+        loop {
+            match tokio::time::timeout_at((start + limit).into(), lines.recv()).await {
+                Ok(Some(line)) if line == child::DRAINED => break true,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break false,
+            }
         }
-        if start.elapsed() > limit {
-            break false;
+    } else {
+        loop {
+            let [visible, in_flight] = counts(&client, &payments).await?;
+            let [entries, _] = counts(&client, &queues[1].1).await?;
+            polls += 2;
+            if visible + in_flight == 0 && entries >= args.messages {
+                break true;
+            }
+            if start.elapsed() > limit {
+                break false;
+            }
+            tokio::time::sleep(POLL_EVERY).await;
         }
-        tokio::time::sleep(POLL_EVERY).await;
     };
     let elapsed_secs = start.elapsed().as_secs_f64();
 
@@ -366,10 +423,23 @@ async fn run_one(
             (calls, None)
         }
     };
-    let [ledger_entries, _] = counts(&client, &ledger).await?;
+    let (ledger_entries, left_on_queues) = if args.fan_out {
+        let mut left = BTreeMap::new();
+        for (name, url) in &queues {
+            let [visible, in_flight] = counts(&client, url).await?;
+            left.insert(name.clone(), visible + in_flight);
+        }
+        (None, Some(left))
+    } else {
+        let [entries, _] = counts(&client, &queues[1].1).await?;
+        (Some(entries), None)
+    };
     if localstack {
-        for url in [&payments, &ledger] {
+        for (_, url) in &queues {
             let _ = client.delete_queue().queue_url(url).send().await;
+        }
+        if args.fan_out {
+            fan_out::delete_topic(&config).await;
         }
     }
     Ok(SeedRun {
@@ -381,6 +451,7 @@ async fn run_one(
         calls,
         others_in_log,
         ledger_entries,
+        left_on_queues,
         child: result,
     })
 }
@@ -529,8 +600,26 @@ fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 /// How one figure is read from a run (`None`: not measured).
 type FigureOf<'a> = Box<dyn Fn(&SeedRun) -> Option<f64> + 'a>;
 
-/// The figures of the table, per broker, mean over the repetitions.
-fn summarise(runs: &[SeedRun], messages: u64) -> Vec<Figure> {
+/// The groups of SNS actions in the fan-out variant's table, each with the actions it sums.
+const SNS_ACTION_GROUPS: [(&str, &[&str]); 1] = [("Publish(Batch)", &["Publish", "PublishBatch"])];
+
+/// The calls of `calls` whose action `keep` takes, per payment.
+fn per_payment_where(
+    calls: &BTreeMap<String, u64>,
+    messages: u64,
+    keep: impl Fn(&str) -> bool,
+) -> f64 {
+    calls
+        .iter()
+        .filter(|(action, _)| keep(action))
+        .map(|(_, count)| *count)
+        .sum::<u64>() as f64
+        / messages.max(1) as f64
+}
+
+/// The figures of the table, per broker, mean over the repetitions; with `fan_out`, the SNS
+/// calls apart, and the SQS and SNS totals.
+fn summarise(runs: &[SeedRun], messages: u64, fan_out: bool) -> Vec<Figure> {
     let per_payment = |calls: &BTreeMap<String, u64>, actions: &[&str]| {
         actions
             .iter()
@@ -556,18 +645,54 @@ fn summarise(runs: &[SeedRun], messages: u64) -> Vec<Figure> {
     }
     let other = grouped.clone();
     figures.push((
-        "other calls per payment".to_owned(),
+        "other SQS calls per payment".to_owned(),
         Box::new(move |run: &SeedRun| {
             run.calls.as_ref().map(|calls| {
-                calls
-                    .iter()
-                    .filter(|(action, _)| !other.contains(&action.as_str()))
-                    .map(|(_, count)| *count)
-                    .sum::<u64>() as f64
-                    / messages.max(1) as f64
+                per_payment_where(calls, messages, |action| {
+                    !other.contains(&action) && !fan_out::is_sns(action)
+                })
             })
         }),
     ));
+    if fan_out {
+        figures.push((
+            "SQS calls per payment".to_owned(),
+            Box::new(move |run: &SeedRun| {
+                run.calls.as_ref().map(|calls| {
+                    per_payment_where(calls, messages, |action| !fan_out::is_sns(action))
+                })
+            }),
+        ));
+        for (name, actions) in SNS_ACTION_GROUPS {
+            figures.push((
+                format!("{name} per payment"),
+                Box::new(move |run: &SeedRun| {
+                    run.calls.as_ref().map(|calls| per_payment(calls, actions))
+                }),
+            ));
+        }
+        figures.push((
+            "other SNS calls per payment".to_owned(),
+            Box::new(move |run: &SeedRun| {
+                run.calls.as_ref().map(|calls| {
+                    per_payment_where(calls, messages, |action| {
+                        fan_out::is_sns(action)
+                            && !SNS_ACTION_GROUPS
+                                .iter()
+                                .any(|(_, actions)| actions.contains(&action))
+                    })
+                })
+            }),
+        ));
+        figures.push((
+            "SNS calls per payment".to_owned(),
+            Box::new(move |run: &SeedRun| {
+                run.calls
+                    .as_ref()
+                    .map(|calls| per_payment_where(calls, messages, fan_out::is_sns))
+            }),
+        ));
+    }
     figures.push((
         "calls per payment (total)".to_owned(),
         Box::new(move |run: &SeedRun| {
@@ -623,10 +748,24 @@ fn print_table(
         |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |value| format!("{value:.3}"));
     println!();
     println!(
-        "seed-payments on {target}: {} payments, workers({}), {} repetition(s), each broker in a child process of its own",
-        args.messages, args.workers, args.repetitions
+        "seed-payments{} on {target}: {} payments, workers({}), {} repetition(s), each broker in a child process of its own",
+        if args.fan_out {
+            " --fan-out (topic payments-booked -> queues ledger, payment-notices)"
+        } else {
+            ""
+        },
+        args.messages,
+        args.workers,
+        args.repetitions
     );
-    println!("payments/s: {RATE_BASIS}");
+    println!(
+        "payments/s: {}",
+        if args.fan_out {
+            FAN_OUT_RATE_BASIS
+        } else {
+            RATE_BASIS
+        }
+    );
     println!("calls: {counted_by}");
     println!();
     println!(
@@ -670,11 +809,21 @@ fn print_table(
                 }
             })
             .unwrap_or_default();
+        let queues = match (&run.ledger_entries, &run.left_on_queues) {
+            (Some(entries), _) => format!("ledger-entries {entries}"),
+            (None, Some(left)) => format!(
+                "left on the queues after the stop: {}",
+                left.iter()
+                    .map(|(queue, count)| format!("{queue} {count}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, None) => String::new(),
+        };
         println!(
-            "{} rep {}: {calls}; ledger-entries {}{}{others}",
+            "{} rep {}: {calls}; {queues}{}{others}",
             run.broker.label(),
             run.repetition + 1,
-            run.ledger_entries,
             if run.completed { "" } else { "; INCOMPLETE" },
         );
     }

@@ -1,6 +1,8 @@
-//! A counting TCP proxy in front of an `http://` SQS endpoint: every byte is passed through
-//! unchanged, and the requests a client sends are counted by action (their
-//! `X-Amz-Target: AmazonSQS.<Action>` header, the AWS JSON protocol the SDK speaks).
+//! A counting TCP proxy in front of an `http://` SQS (and SNS) endpoint: every byte is passed
+//! through unchanged, and the requests a client sends are counted by action: an SQS call by its
+//! `X-Amz-Target: AmazonSQS.<Action>` header (the AWS JSON protocol `aws-sdk-sqs` speaks), an
+//! SNS call by the `Action=<Action>` field that starts its form-encoded body (the AWS Query
+//! protocol `aws-sdk-sns` speaks).
 //!
 //! It counts exactly the calls of the processes pointed at it, where LocalStack's log counts
 //! every process's calls and names no queue: a run on a LocalStack that others use at the same
@@ -17,6 +19,9 @@ use tracing::debug;
 
 /// The longest request head kept while looking for its end; a longer one is not counted.
 const MAX_HEAD: usize = 64 * 1024;
+
+/// The most bytes of a form-encoded body kept while looking for the end of its `Action` field.
+const MAX_ACTION_FIELD: usize = 256;
 
 /// Calls by action.
 type Counts = Arc<Mutex<BTreeMap<String, u64>>>;
@@ -132,16 +137,20 @@ struct RequestScanner {
     head: Vec<u8>,
     /// The bytes of the current body still to come.
     body_left: usize,
+    /// The start of a form-encoded body so far, while its `Action` field is looked for.
+    form: Option<Vec<u8>>,
 }
 
 impl RequestScanner {
-    /// Takes the next bytes of the connection and returns the actions of the requests whose
-    /// heads ended in them (`unknown` for a request without `X-Amz-Target`).
+    /// Takes the next bytes of the connection and returns the actions of the requests
+    /// identified in them (`unknown` for a request with neither an `X-Amz-Target` header nor
+    /// an `Action` field).
     fn feed(&mut self, mut bytes: &[u8]) -> Vec<String> {
         let mut actions = Vec::new();
         while !bytes.is_empty() {
             if self.body_left > 0 {
                 let skip = self.body_left.min(bytes.len());
+                self.body(&bytes[..skip], skip == self.body_left, &mut actions);
                 self.body_left -= skip;
                 bytes = &bytes[skip..];
                 continue;
@@ -157,12 +166,17 @@ impl RequestScanner {
             };
             let end = searched_from + at + 4;
             let rest = self.head.split_off(end);
-            let (action, length) = parse_head(&self.head);
-            actions.push(action);
+            let head = parse_head(&self.head);
             self.head.clear();
-            self.body_left = length;
+            match head.action {
+                Some(action) => actions.push(action),
+                None if head.form && head.length > 0 => self.form = Some(Vec::new()),
+                None => actions.push("unknown".to_owned()),
+            }
+            self.body_left = head.length;
             // What followed the head: this request's body, then perhaps the next request.
             let skip = self.body_left.min(rest.len());
+            self.body(&rest[..skip], skip == self.body_left, &mut actions);
             self.body_left -= skip;
             self.head.extend_from_slice(&rest[skip..]);
             if self.body_left == 0 && !self.head.is_empty() {
@@ -172,6 +186,28 @@ impl RequestScanner {
         }
         actions
     }
+
+    /// Takes bytes of the current body (`last`: its end); a form-encoded body's action is
+    /// pushed once its `Action` field has ended.
+    fn body(&mut self, bytes: &[u8], last: bool, actions: &mut Vec<String>) {
+        let Some(form) = self.form.as_mut() else {
+            return;
+        };
+        let room = MAX_ACTION_FIELD.saturating_sub(form.len());
+        form.extend_from_slice(&bytes[..room.min(bytes.len())]);
+        if last || form.contains(&b'&') || form.len() >= MAX_ACTION_FIELD {
+            actions.push(query_action(form).unwrap_or_else(|| "unknown".to_owned()));
+            self.form = None;
+        }
+    }
+}
+
+/// The value of the `Action` field of the start of a form-encoded body, when it ended there.
+fn query_action(form: &[u8]) -> Option<String> {
+    form_urlencoded::parse(form)
+        .find(|(name, _)| name == "Action")
+        .map(|(_, value)| value.into_owned())
+        .filter(|value| !value.is_empty())
 }
 
 /// The first position of `needle` in `haystack`.
@@ -181,23 +217,40 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         .position(|window| window == needle)
 }
 
-/// The action (`X-Amz-Target`'s part after the dot) and `Content-Length` of a request head.
-fn parse_head(head: &[u8]) -> (String, usize) {
+/// What a request head tells.
+#[derive(Debug)]
+struct Head {
+    /// The action of its `X-Amz-Target` (the part after the dot), when it has one.
+    action: Option<String>,
+    /// Whether its body is form-encoded.
+    form: bool,
+    /// Its `Content-Length`.
+    length: usize,
+}
+
+/// The action (`X-Amz-Target`'s part after the dot), content type and `Content-Length` of a
+/// request head.
+fn parse_head(head: &[u8]) -> Head {
     let text = String::from_utf8_lossy(head);
-    let mut action = "unknown".to_owned();
-    let mut length = 0;
+    let mut parsed = Head {
+        action: None,
+        form: false,
+        length: 0,
+    };
     for line in text.split("\r\n").skip(1) {
         let Some((name, value)) = line.split_once(':') else {
             continue;
         };
         let value = value.trim();
         if name.eq_ignore_ascii_case("x-amz-target") {
-            action = value.rsplit('.').next().unwrap_or(value).to_owned();
+            parsed.action = Some(value.rsplit('.').next().unwrap_or(value).to_owned());
         } else if name.eq_ignore_ascii_case("content-length") {
-            length = value.parse().unwrap_or(0);
+            parsed.length = value.parse().unwrap_or(0);
+        } else if name.eq_ignore_ascii_case("content-type") {
+            parsed.form = value.starts_with("application/x-www-form-urlencoded");
         }
     }
-    (action, length)
+    parsed
 }
 
 #[cfg(test)]
@@ -211,15 +264,32 @@ mod tests {
         )
     }
 
+    fn query(body: &str) -> String {
+        format!(
+            "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
     #[test]
     fn requests_are_counted_however_the_bytes_are_split() {
         let stream = [
             request("ReceiveMessage", "{\"QueueUrl\":\"q\"}"),
+            query("Action=PublishBatch&Version=2010-03-31&TopicArn=arn%3Aaws%3Asns"),
             request("DeleteMessageBatch", "{\"Entries\":[]}\r\n\r\n"),
+            query("Action=CreateTopic"),
             request("SendMessage", ""),
+            query("Version=2010-03-31"),
         ]
         .concat();
-        let expected = ["ReceiveMessage", "DeleteMessageBatch", "SendMessage"];
+        let expected = [
+            "ReceiveMessage",
+            "PublishBatch",
+            "DeleteMessageBatch",
+            "CreateTopic",
+            "SendMessage",
+            "unknown",
+        ];
         for chunk in [1, 2, 7, 50, stream.len()] {
             let mut scanner = RequestScanner::default();
             let mut actions = Vec::new();
