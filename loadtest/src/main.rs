@@ -20,7 +20,8 @@
 //! - `loadtest seed-payments [--target embedded|localstack] [--messages N] [--workers 32]` runs
 //!   the payments service of `seeds/` on sqs-engine's broker and on ruststream-sqs-sns, each in
 //!   a child process, and reports SQS calls per payment by action, payments/s, CPU and memory
-//!   (see [`seed`]).
+//!   (see [`seed`]). `--fan-out` publishes each booking to an SNS topic that fans out to two
+//!   queues, each with a subscriber, and reports SQS and SNS calls apart.
 //!
 //! Each subcommand lives in its own module; where SQS is and how to reach it is in
 //! [`target`], and the report types and their output in [`report`]. Logs go to stderr,
@@ -79,7 +80,8 @@ enum Command {
     /// Run the embedded in-memory SQS server (a benchmark target) and print its endpoint.
     Serve(serve::ServeArgs),
     /// Run the payments seed service on sqs-engine's broker and on ruststream-sqs-sns, and
-    /// report SQS calls per payment, throughput, CPU and memory of each.
+    /// report SQS calls per payment, throughput, CPU and memory of each (`--fan-out`: the
+    /// bookings fanned out through an SNS topic to two queues, SNS calls counted too).
     SeedPayments(seed::SeedArgs),
     /// One broker's run of `seed-payments` (internal: the parent starts it).
     #[command(hide = true)]

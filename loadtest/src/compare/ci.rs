@@ -11,6 +11,11 @@
 //! - it breaks a FIFO group's order (a message started while another of its group ran, or
 //!   acked after a later one of its group) in a short fifo run on the embedded server.
 //!
+//! - its broker makes more calls per payment (SQS and SNS in total), or more SNS calls per
+//!   payment, than ruststream-sqs-sns in the same short `seed-payments --fan-out` run on the
+//!   embedded server (each payment published to a topic that fans out to two queues), or
+//!   either broker leaves payments unhandled.
+//!
 //! At that latency it also reports, without gating on them, sqs-engine's messages/s as a
 //! share of the raw ceiling's and of the naive loop's.
 //!
@@ -24,6 +29,7 @@ use serde::Serialize;
 
 use super::summary::Summary;
 use super::{CompareArgs, ScenarioKind, System, TargetKind, compare, output_dir};
+use crate::seed::{Measured, SeedArgs};
 use crate::server::Latency;
 
 /// The most SQS calls per message sqs-engine may make, ack-only at full load.
@@ -63,6 +69,11 @@ pub(crate) struct CiArgs {
     /// Messages of the fifo run (sqs-engine only, on the embedded server); 0 skips it.
     #[arg(long, default_value_t = 1000)]
     fifo_messages: u64,
+
+    /// Payments of each broker's fan-out run (`seed-payments --fan-out`, on the embedded
+    /// server, twice with the order reversed); 0 skips it.
+    #[arg(long, default_value_t = 2000)]
+    fan_out_payments: u64,
 
     /// Skip LocalStack (the throughput gate is then not checked).
     #[arg(long)]
@@ -201,6 +212,33 @@ pub(crate) fn fifo_gate(summary: &Summary) -> Gate {
     }
 }
 
+/// The gates of the fan-out run: sqs-engine's broker makes no more calls per payment, in total
+/// and of SNS, than ruststream-sqs-sns in the same run, and every run completed.
+pub(crate) fn fan_out_gates(measured: &Measured) -> Vec<Gate> {
+    ["calls per payment (total)", "SNS calls per payment"]
+        .into_iter()
+        .map(|name| {
+            let figure = measured.summary.iter().find(|figure| figure.name == name);
+            let ratio = figure.and_then(|figure| figure.ratio);
+            let show = |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3}"));
+            Gate {
+                name: format!(
+                    "embedded, seed-payments --fan-out: sqs-engine {name} / ruststream-sqs-sns's <= 1"
+                ),
+                measured: format!(
+                    "{} ({} / {}){}",
+                    show(ratio),
+                    show(figure.and_then(|figure| figure.sqs_engine)),
+                    show(figure.and_then(|figure| figure.sqs_sns)),
+                    if measured.completed { "" } else { ", INCOMPLETE run" }
+                ),
+                passed: measured.completed && ratio.is_some_and(|ratio| ratio <= 1.0),
+                gated: true,
+            }
+        })
+        .collect()
+}
+
 /// Runs the gate: prints the table of each target, then the JSON summary.
 ///
 /// # Errors
@@ -276,6 +314,14 @@ pub(crate) async fn run(args: CiArgs) -> Result<()> {
         all_gates.push(fifo_gate(&comparison.summary));
         summaries.push(comparison.summary);
     }
+    if args.fan_out_payments > 0 {
+        let seed_args = SeedArgs::fan_out(
+            args.fan_out_payments,
+            2,
+            output_dir().join("ci-seed-payments-fan-out.json"),
+        );
+        all_gates.extend(fan_out_gates(&crate::seed::measure(seed_args).await?));
+    }
     let summary = CiSummary {
         passed: all_gates.iter().all(|g| g.passed),
         gates: all_gates,
@@ -304,4 +350,60 @@ pub(crate) async fn run(args: CiArgs) -> Result<()> {
         bail!("the load-test gate failed");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seed::Figure;
+
+    fn measured(total: (f64, f64), sns: (f64, f64), completed: bool) -> Measured {
+        let figure = |name: &str, (engine, peer): (f64, f64)| Figure {
+            name: name.to_owned(),
+            sqs_engine: Some(engine),
+            sqs_sns: Some(peer),
+            ratio: Some(engine / peer),
+        };
+        Measured {
+            summary: vec![
+                figure("calls per payment (total)", total),
+                figure("SNS calls per payment", sns),
+            ],
+            completed,
+        }
+    }
+
+    #[test]
+    fn the_fan_out_gates_pass_at_no_more_calls_than_the_peer_and_only_on_complete_runs() {
+        let passed = |m: &Measured| {
+            fan_out_gates(m)
+                .iter()
+                .map(|g| g.passed)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            passed(&measured((0.8, 4.3), (0.14, 1.0), true)),
+            [true, true]
+        );
+        assert_eq!(
+            passed(&measured((4.4, 4.3), (0.14, 1.0), true)),
+            [false, true]
+        );
+        assert_eq!(
+            passed(&measured((0.8, 4.3), (1.2, 1.0), true)),
+            [true, false]
+        );
+        assert_eq!(
+            passed(&measured((0.8, 4.3), (0.14, 1.0), false)),
+            [false, false]
+        );
+        assert!(
+            fan_out_gates(&Measured {
+                summary: Vec::new(),
+                completed: true
+            })
+            .iter()
+            .all(|gate| !gate.passed && gate.gated)
+        );
+    }
 }

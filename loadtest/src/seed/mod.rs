@@ -140,15 +140,42 @@ struct SeedRun {
 
 /// One figure of the summary, per broker (mean over the repetitions), and their ratio.
 #[derive(Debug, Clone, Serialize)]
-struct Figure {
+pub(crate) struct Figure {
     /// What it is.
-    name: String,
+    pub(crate) name: String,
     /// sqs-engine's broker.
-    sqs_engine: Option<f64>,
+    pub(crate) sqs_engine: Option<f64>,
     /// `ruststream-sqs-sns`.
-    sqs_sns: Option<f64>,
+    pub(crate) sqs_sns: Option<f64>,
     /// sqs-engine / sqs-sns.
-    ratio: Option<f64>,
+    pub(crate) ratio: Option<f64>,
+}
+
+/// What a measurement found: its figures, and whether every run booked every payment in time.
+#[derive(Debug, Clone)]
+pub(crate) struct Measured {
+    /// The figures of the table.
+    pub(crate) summary: Vec<Figure>,
+    /// Whether every run completed.
+    pub(crate) completed: bool,
+}
+
+impl SeedArgs {
+    /// The fan-out variant on the embedded server, `messages` payments a run, `repetitions`
+    /// times, its JSON report written to `json`; the other options at their defaults.
+    pub(crate) fn fan_out(messages: u64, repetitions: u32, json: PathBuf) -> Self {
+        Self {
+            target: TargetKind::Embedded,
+            endpoint: None,
+            region: None,
+            messages,
+            workers: 32,
+            repetitions,
+            fan_out: true,
+            timeout_secs: 120,
+            json: Some(json),
+        }
+    }
 }
 
 /// The JSON report.
@@ -196,6 +223,15 @@ const ACTION_GROUPS: [(&str, &[&str]); 4] = [
 ///
 /// When the target cannot be started, a queue cannot be made or filled, or a child fails.
 pub(crate) async fn run(args: SeedArgs) -> Result<()> {
+    measure(args).await.map(|_| ())
+}
+
+/// Runs the measurement, prints the table, writes the JSON report, and answers the figures.
+///
+/// # Errors
+///
+/// As [`run`].
+pub(crate) async fn measure(args: SeedArgs) -> Result<Measured> {
     let target = Target::start(&CompareArgs {
         target: args.target,
         endpoint: args.endpoint.clone(),
@@ -272,7 +308,10 @@ pub(crate) async fn run(args: SeedArgs) -> Result<()> {
     };
     crate::report::write_json(&path, &report)?;
     println!("JSON: {}", path.display());
-    Ok(())
+    Ok(Measured {
+        completed: report.runs.iter().all(|run| run.completed),
+        summary: report.summary,
+    })
 }
 
 /// One broker's run on fresh queues.
