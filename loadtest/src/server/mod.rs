@@ -18,9 +18,10 @@
 //! What it does not: redrive to a dead-letter queue (`RedrivePolicy` is stored and reported,
 //! never applied), message retention, FIFO ordering, groups and deduplication (a FIFO queue
 //! is created and reported as one, and behaves as a standard queue), tags, permissions,
-//! signature checks (any credentials are accepted), and persistence. Stricter than SQS in
-//! one way: a receipt handle that is not the latest of its message (the message was
-//! received again since, or deleted) is refused with `ReceiptHandleIsInvalid`.
+//! signature checks (any credentials are accepted), and persistence. A receipt handle that
+//! is not the latest of its message (the message was received again since, or deleted) gets
+//! the answer SQS documents for a delete (success, nothing deleted), as in the engine's
+//! in-process SQS; a visibility change with it is refused with `ReceiptHandleIsInvalid`.
 //!
 //! SNS: beside SQS, on the same endpoint, a minimal SNS in the AWS Query protocol that
 //! `aws-sdk-sns` speaks (a form-encoded `POST /` naming its `Action`, XML answers): topics,

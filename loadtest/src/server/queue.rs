@@ -773,18 +773,20 @@ impl Queue {
         state.deadlines.first().map(|(deadline, _)| *deadline)
     }
 
-    /// Deletes the message of `handle`, which must be its latest receive.
+    /// Deletes the message of `handle` when it is its latest receive. A stale handle (the
+    /// message was received again since, or is gone) is answered with success and deletes
+    /// nothing, as SQS documents ("the request succeeds, but the message might not be
+    /// deleted").
     ///
     /// # Errors
     ///
-    /// `ReceiptHandleIsInvalid` when the handle is malformed, is of another queue, or is
-    /// not the latest of a message that exists.
+    /// `ReceiptHandleIsInvalid` when the handle is malformed or is of another queue.
     pub(crate) fn delete(&self, handle: &str) -> Result<(), SqsError> {
         let handle = self.check_handle(handle)?;
         let mut state = self.lock();
         let sent_at = match state.messages.get(&handle.seq) {
             Some(stored) if stored.receive_count == handle.receive_count => stored.data.sent_at,
-            _ => return Err(stale_handle()),
+            _ => return Ok(()),
         };
         state.remove(handle.seq);
         let micros = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(MAX_AGE_MICROS);
@@ -886,7 +888,8 @@ pub(crate) struct Prepared {
     pub(crate) delay: Duration,
 }
 
-/// The error for a handle that is well formed but not the latest of a message that exists.
+/// The error for a visibility change with a handle that is well formed but not the latest of
+/// a message that exists.
 fn stale_handle() -> SqsError {
     SqsError::new(
         ErrorKind::ReceiptHandleIsInvalid,
@@ -1274,9 +1277,15 @@ mod tests {
         assert_eq!(again[0].handle.receive_count, 2);
 
         let stale = out[0].handle.to_string();
+        queue
+            .delete(&stale)
+            .expect("a stale handle is answered with success");
+        let attributes = queue
+            .attributes(&["All".to_owned()])
+            .expect("All is a valid name");
         assert_eq!(
-            queue.delete(&stale).map_err(|e| e.kind),
-            Err(ErrorKind::ReceiptHandleIsInvalid)
+            attributes["ApproximateNumberOfMessagesNotVisible"], "1",
+            "a stale handle deletes nothing"
         );
         queue
             .delete(&again[0].handle.to_string())
