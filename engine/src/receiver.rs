@@ -120,43 +120,41 @@ impl Receivers {
         );
     }
 
-    /// How many receivers are worth running at `unloaded`, the round trip without queueing:
-    /// enough receives in flight for [`RECEIVES_PER_ROUND_TRIP_SECOND`], at least
-    /// [`MIN_USEFUL_RECEIVERS`], at most `most`.
-    fn useful(&self, unloaded: Duration) -> usize {
+    /// How many receivers are worth running at `round_trip` (a mean, without queueing: see
+    /// [`grow`](Self::grow)): enough receives in flight for
+    /// [`RECEIVES_PER_ROUND_TRIP_SECOND`] (Little's law), at least [`MIN_USEFUL_RECEIVERS`], at
+    /// most `most`.
+    fn useful(&self, round_trip: Duration) -> usize {
         let by_round_trip =
-            (unloaded.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
+            (round_trip.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
         by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
     }
 
-    /// After a full receive that took `took`: starts one more receiver (handing it a clone of
-    /// `out`) when fewer run than are worth it at the unloaded round trip, the receives do not
-    /// queue at SQS (the round trip now stays within twice the unloaded one: past that, more
-    /// receives in flight only wait longer, as on a server short of CPU), and the prefetch has
-    /// room for its receive too. Until the unloaded round trip is known, the receivers stay at
-    /// the few that measure it.
+    /// After a full receive that took `took`: starts more receivers (handing each a clone of
+    /// `out`) when fewer run than are worth it at the round trip now and the receives do not
+    /// queue at SQS (the round trip now stays within twice the unloaded one: past that,
+    /// more receives in flight only wait longer, as on a server short of CPU), and the prefetch has
+    /// room for its receive too: one more a full receive, so the receivers at most double a
+    /// round trip, and the round trip shows what the last ones did before the next start. Until
+    /// the unloaded round trip is known, the receivers stay at the few that measure it.
     fn grow(self: &Arc<Self>, took: Duration, out: &mpsc::Sender<Vec<Delivery>>) {
         self.round_trip.sample(took, self.active());
-        let batch = usize::from(self.config.max_messages);
-        if self.ahead.available_permits() < batch
-            || self.stop.is_cancelled()
-            || self.round_trip.queueing()
-        {
+        let room = self.ahead.available_permits() / usize::from(self.config.max_messages).max(1);
+        if room == 0 || self.stop.is_cancelled() || self.round_trip.queueing() {
             return;
         }
-        let useful = self
-            .round_trip
-            .unloaded()
-            .map_or(LIGHT_IN_FLIGHT.min(self.most), |unloaded| {
-                self.useful(unloaded)
-            });
-        let grown = self
+        let useful = match (self.round_trip.unloaded(), self.round_trip.now()) {
+            (Some(_), Some(now)) => self.useful(now),
+            _ => LIGHT_IN_FLIGHT.min(self.most),
+        };
+        let mut started = 0;
+        let _ = self
             .active
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
-                (active < useful).then_some(active + 1)
-            })
-            .is_ok();
-        if grown {
+                started = useful.saturating_sub(active).min(1).min(room);
+                (started > 0).then_some(active + started)
+            });
+        for _ in 0..started {
             self.spawn(out.clone());
         }
     }
@@ -631,11 +629,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn receives_that_queue_at_the_server_start_no_more_receivers() {
-        // 5 ms while few receives are in flight, then 40 ms: the server queues them (short of
-        // CPU, say), and more in flight would only wait longer. 40 ms alone would be worth
-        // 128 receivers.
-        let mut script = full_receives(0, 12, Duration::from_millis(5));
-        script.extend(full_receives(120, 600, Duration::from_millis(40)));
+        // 5 ms for the first 20 receives (the few receivers that measure the unloaded round
+        // trip take 16), then 40 ms: the server queues them (short of CPU, say), and more in
+        // flight would only wait longer. 40 ms alone would be worth 128 receivers.
+        let mut script = full_receives(0, 20, Duration::from_millis(5));
+        script.extend(full_receives(200, 600, Duration::from_millis(40)));
         let api = StandIn::receiving_script(script);
         run_acking(&api, 128, Duration::from_secs(3)).await;
         let most = api.most_receives_under_way();

@@ -61,10 +61,11 @@ impl RoundTrip {
 }
 
 /// Receives in flight at most for a full receive's round trip to count as unloaded.
-pub(crate) const LIGHT_IN_FLIGHT: usize = 2;
+pub(crate) const LIGHT_IN_FLIGHT: usize = 4;
 /// Unloaded samples taken before the unloaded round trip is trusted: one sample of a jittery
-/// network may be a fraction of its mean.
-const LIGHT_SAMPLES: u32 = 8;
+/// network may be a fraction of its mean, and the first calls to answer of those in flight
+/// are the short ones.
+const LIGHT_SAMPLES: u32 = 16;
 
 /// The round trip of full receives (SQS answers a long poll at once when it has messages), as
 /// the receivers size themselves by it, twice: smoothed over every sample (`now`), and smoothed
@@ -95,6 +96,11 @@ impl ReceiveRoundTrip {
                 .light_samples
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
         }
+    }
+
+    /// The round trip now (smoothed over every sample); `None` until the first.
+    pub(crate) fn now(&self) -> Option<Duration> {
+        self.now.get()
     }
 
     /// The unloaded round trip; `None` until [`LIGHT_SAMPLES`] unloaded samples were taken.
