@@ -64,10 +64,11 @@ fn localstack_endpoint() -> String {
 /// The workspace's scripts, as built.
 const LOCALSTACK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/localstack.sh");
 
-/// How many times the scenario's messages the raw ceiling runs at a latency: with a hundred
-/// loops or more in flight, the scenario's count would be gone in a few round trips, and its
-/// rate would be its ramp-up rather than what the target allows.
-pub(crate) const CEILING_MESSAGES_AT_LATENCY: u64 = 4;
+/// How many times the scenario's messages the fast systems run at a latency (see
+/// [`System::runs_long_at_latency`]): with a hundred receives or more in flight, the
+/// scenario's count would be gone in a few round trips, and the rate would be the ramp-up
+/// rather than what the system and the target allow.
+pub(crate) const FAST_MESSAGES_AT_LATENCY: u64 = 8;
 
 /// Where SQS is, for a comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -153,8 +154,8 @@ pub(crate) struct CompareArgs {
     pub(crate) latency_ceiling_loops: usize,
 
     /// Scale of the message counts at a latency, relative to `--scale` (the slowest systems
-    /// move some 600 messages a second there). The raw ceiling runs
-    /// [`CEILING_MESSAGES_AT_LATENCY`] times as many.
+    /// move some 600 messages a second there). The raw ceiling and sqs-engine's native API run
+    /// [`FAST_MESSAGES_AT_LATENCY`] times as many.
     #[arg(long, default_value_t = 0.25)]
     pub(crate) latency_scale: f64,
 
@@ -568,13 +569,14 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     }
                 );
                 let queue_url = create_queue(&client, &queue).await?;
-                let messages =
-                    if *system == System::Ceiling && !scenario.latency.is_none() && !scenario.light
-                    {
-                        scenario.messages * CEILING_MESSAGES_AT_LATENCY
-                    } else {
-                        scenario.messages
-                    };
+                let messages = if system.runs_long_at_latency()
+                    && !scenario.latency.is_none()
+                    && !scenario.light
+                {
+                    scenario.messages * FAST_MESSAGES_AT_LATENCY
+                } else {
+                    scenario.messages
+                };
                 if !scenario.light {
                     let filled = fill_queue(
                         client.clone(),

@@ -528,7 +528,9 @@ impl fmt::Display for Summary {
             f,
             "* counted by the server (the system cannot count its calls). x: ratio to the naive \
              loop / raw ceiling of the same scenario and latency in this run; more ratios in the \
-             JSON. ceiling xN: its receive-and-delete loops."
+             JSON. ceiling xN: its receive-and-delete loops. At a latency, the ceiling and \
+             sqs-engine run {}x the scenario's messages (long enough to pass their ramp-up).",
+            super::FAST_MESSAGES_AT_LATENCY
         )?;
         let latencies: Vec<Latency> = self.rows.iter().fold(Vec::new(), |mut all, row| {
             if !row.latency.is_none() && !all.contains(&row.latency) {
