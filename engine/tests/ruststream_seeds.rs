@@ -12,10 +12,8 @@
 
 mod support;
 
-use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::{Future, ready};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::try_join_all;
@@ -114,111 +112,12 @@ mod payments {
     /// seed.
     pub(crate) const REVIEW: Duration = Duration::from_secs(2);
 
-    /// The receive after which a payment under review is given up.
-    const LAST_RECEIVE: u32 = 3;
-
-    #[derive(Debug, PartialEq, Serialize, Deserialize, Outgoing)]
-    #[outgoing(name = "payments")]
-    pub(crate) struct Payment {
-        pub(crate) id: u64,
-        pub(crate) account: String,
-        pub(crate) amount_cents: u64,
-        pub(crate) under_review: bool,
-    }
-
-    #[derive(Debug, PartialEq, Serialize, Deserialize, Outgoing)]
-    #[outgoing(name = "ledger-entries")]
-    pub(crate) struct Entry {
-        pub(crate) payment: u64,
-        pub(crate) account: String,
-        pub(crate) amount_cents: u64,
-    }
-
-    #[derive(OutSlot)]
-    #[publishes(Entry)]
-    pub(crate) struct Entries;
-
-    /// The ids of the payments already booked.
-    #[derive(Debug, Default, Clone)]
-    pub(crate) struct Ledger {
-        booked: Arc<Mutex<HashSet<u64>>>,
-    }
-
-    #[subscriber(SqsQueue::new("payments"))]
-    async fn book(
-        payment: &Payment,
-        ctx: &mut Context<'_, (), Ledger>,
-        Out(entries): Out<impl Publisher, Entries>,
-    ) -> HandlerOutcome {
-        // SQS counts the receives of a message, this one included.
-        let receives: u32 = ctx
-            .headers()
-            .get_str(RECEIVE_COUNT_HEADER)
-            .and_then(|count| count.parse().ok())
-            .unwrap_or(1);
-        if payment.under_review {
-            if receives >= LAST_RECEIVE {
-                tracing::error!(payment.id, receives, "payment dropped, still under review");
-                return HandlerOutcome::drop();
-            }
-            return HandlerOutcome::retry_after(REVIEW);
-        }
-        let booked = Arc::clone(&ctx.state().booked);
-        if booked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&payment.id)
-        {
-            tracing::info!(payment.id, receives, "payment already booked");
-            return HandlerOutcome::ack();
-        }
-        let entry = Entry {
-            payment: payment.id,
-            account: payment.account.clone(),
-            amount_cents: payment.amount_cents,
-        };
-        if entries.message(&entry).publish().await.is_err() {
-            // Nothing is booked yet: the payment comes back and the work runs again.
-            return HandlerOutcome::retry();
-        }
-        booked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(payment.id);
-        tracing::info!(payment.id, "payment booked");
-        HandlerOutcome::ack()
-    }
-
-    #[derive(Debug, PartialEq, Serialize, Deserialize, Outgoing)]
-    #[outgoing(name = "refunds")]
-    pub(crate) struct Refund {
-        pub(crate) payment: u64,
-        pub(crate) amount_cents: u64,
-    }
-
-    /// The largest refund paid without a person's approval.
-    const APPROVAL_LIMIT_CENTS: u64 = 50_000;
+    include!("../../seeds/src/bin/payments/book.rs");
 
     /// How long a refund waits for approval before it is looked at again. 300 s in the seed.
     pub(crate) const APPROVAL: Duration = Duration::from_secs(2);
 
-    /// Settles each refund of a batch on its own: a small refund is paid and deleted, a large
-    /// one waits on the queue for its approval.
-    #[subscriber(SqsQueue::new("refunds"))]
-    async fn settle_refunds(refunds: &[Refund]) -> Vec<HandlerOutcome> {
-        refunds
-            .iter()
-            .map(|refund| {
-                if refund.amount_cents > APPROVAL_LIMIT_CENTS {
-                    tracing::info!(refund.payment, "refund waits for approval");
-                    HandlerOutcome::retry_after(APPROVAL)
-                } else {
-                    tracing::info!(refund.payment, refund.amount_cents, "refund paid");
-                    HandlerOutcome::ack()
-                }
-            })
-            .collect()
-    }
+    include!("../../seeds/src/bin/payments/refunds.rs");
 
     pub(crate) fn app() -> impl App<State = Ledger> {
         RustStream::new(AppInfo::new("payments", "0.1.0"))
