@@ -452,6 +452,7 @@ impl EngineBuilder {
             coalescer: CoalescerConfig {
                 max_batch: 10,
                 max_wait: self.max_batch_wait,
+                idle_wait: crate::settle::coalescer::IDLE_GATHER,
                 max_in_flight: self.max_batches_in_flight,
             },
             shutdown_timeout: self.shutdown_timeout,
