@@ -2,7 +2,8 @@
 //!
 //! [`SqsApi`] is what the engine calls; [`AwsSqs`](crate::AwsSqs) implements it over
 //! `aws-sdk-sqs`. Another implementation can wrap it, to observe or shape the calls the engine
-//! makes, or stand in for SQS altogether. None of the types here are `aws-sdk-sqs` types.
+//! makes ([`SqsDecorator`](crate::SqsDecorator) forwards what such a wrapper leaves alone), or
+//! stand in for SQS altogether. None of the types here are `aws-sdk-sqs` types.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -73,6 +74,68 @@ pub trait SqsApi: Send + Sync + 'static {
         queue_url: &'a str,
         entries: &'a [SendEntry],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>>;
+}
+
+/// An `Arc` of an API is that API, so one API (a `dyn SqsApi` too) can serve several engines
+/// and brokers, and a test keep a handle on the one it handed over.
+impl<T: SqsApi + ?Sized> SqsApi for Arc<T> {
+    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        (**self).queue_url(queue_name)
+    }
+
+    fn create_queue<'a>(
+        &'a self,
+        queue_name: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        (**self).create_queue(queue_name, attributes)
+    }
+
+    fn queue_attributes<'a>(
+        &'a self,
+        queue_url: &'a str,
+    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
+        (**self).queue_attributes(queue_url)
+    }
+
+    fn set_queue_attributes<'a>(
+        &'a self,
+        queue_url: &'a str,
+        attributes: &'a [(&'a str, String)],
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        (**self).set_queue_attributes(queue_url, attributes)
+    }
+
+    fn receive<'a>(
+        &'a self,
+        request: &'a ReceiveRequest<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
+        (**self).receive(request)
+    }
+
+    fn delete_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        receipt_handles: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        (**self).delete_message_batch(queue_url, receipt_handles)
+    }
+
+    fn change_message_visibility_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [(&'a str, u32)],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        (**self).change_message_visibility_batch(queue_url, entries)
+    }
+
+    fn send_message_batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: &'a [SendEntry],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        (**self).send_message_batch(queue_url, entries)
+    }
 }
 
 /// One message of a `SendMessageBatch` call.

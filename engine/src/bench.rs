@@ -170,7 +170,7 @@ impl DispatchBench {
     /// When the stand-in queue cannot be opened (it always can).
     pub async fn new(heartbeat: bool) -> Self {
         let (queue, _) = QueueRuntime::open(
-            Arc::new(StandIn::answering()),
+            StandIn::answering(),
             OpenOptions {
                 queue: "bench".into(),
                 visibility_timeout: Some(30),

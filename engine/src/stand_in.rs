@@ -206,7 +206,7 @@ impl StandIn {
     }
 }
 
-impl SqsApi for Arc<StandIn> {
+impl SqsApi for StandIn {
     fn queue_url<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
         Box::pin(async move { Ok(format!("http://sqs.stand-in/000000000000/{name}")) })
     }

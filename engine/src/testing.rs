@@ -56,6 +56,7 @@ use crate::api::{
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
 };
 use crate::attribute::{AttributeValue, MessageAttribute};
+use crate::decorator::SqsDecorator;
 
 #[cfg(feature = "sns")]
 mod sns;
@@ -1248,32 +1249,11 @@ pub(crate) struct Reader {
     id: u64,
 }
 
-impl SqsApi for Reader {
-    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        self.sqs.queue_url(queue_name)
-    }
+impl SqsDecorator for Reader {
+    type Inner = InProcessSqs;
 
-    fn create_queue<'a>(
-        &'a self,
-        queue_name: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        self.sqs.create_queue(queue_name, attributes)
-    }
-
-    fn queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        self.sqs.queue_attributes(queue_url)
-    }
-
-    fn set_queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<(), CallError>> {
-        self.sqs.set_queue_attributes(queue_url, attributes)
+    fn inner(&self) -> &InProcessSqs {
+        &self.sqs
     }
 
     fn receive<'a>(
@@ -1281,30 +1261,6 @@ impl SqsApi for Reader {
         request: &'a ReceiveRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
         self.sqs.receive_as(Some(self.id), request)
-    }
-
-    fn delete_message_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        receipt_handles: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.sqs.delete_message_batch(queue_url, receipt_handles)
-    }
-
-    fn change_message_visibility_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        entries: &'a [(&'a str, u32)],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.sqs.change_message_visibility_batch(queue_url, entries)
-    }
-
-    fn send_message_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        entries: &'a [SendEntry],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.sqs.send_message_batch(queue_url, entries)
     }
 }
 

@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sqs_engine::{
-    AwsSqs, BoxFuture, CallError, Engine, EntryResult, Message, Outcome, QueueAttributes,
-    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
+    AwsSqs, BoxFuture, CallError, Engine, EntryResult, Message, Outcome, SqsApi, SqsDecorator,
 };
 use sqs_engine_reliability::{memory, sqs};
 
@@ -25,36 +24,13 @@ struct SlowDeletes {
     delay: Duration,
 }
 
-impl SqsApi for SlowDeletes {
-    fn queue_url<'a>(&'a self, q: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        self.inner.queue_url(q)
+impl SqsDecorator for SlowDeletes {
+    type Inner = AwsSqs;
+
+    fn inner(&self) -> &AwsSqs {
+        &self.inner
     }
-    fn create_queue<'a>(
-        &'a self,
-        q: &'a str,
-        a: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        self.inner.create_queue(q, a)
-    }
-    fn queue_attributes<'a>(
-        &'a self,
-        u: &'a str,
-    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        self.inner.queue_attributes(u)
-    }
-    fn set_queue_attributes<'a>(
-        &'a self,
-        u: &'a str,
-        a: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<(), CallError>> {
-        self.inner.set_queue_attributes(u, a)
-    }
-    fn receive<'a>(
-        &'a self,
-        r: &'a ReceiveRequest<'a>,
-    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
-        self.inner.receive(r)
-    }
+
     fn delete_message_batch<'a>(
         &'a self,
         u: &'a str,
@@ -64,20 +40,6 @@ impl SqsApi for SlowDeletes {
             tokio::time::sleep(self.delay).await;
             self.inner.delete_message_batch(u, h).await
         })
-    }
-    fn change_message_visibility_batch<'a>(
-        &'a self,
-        u: &'a str,
-        e: &'a [(&'a str, u32)],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.inner.change_message_visibility_batch(u, e)
-    }
-    fn send_message_batch<'a>(
-        &'a self,
-        u: &'a str,
-        e: &'a [SendEntry],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.inner.send_message_batch(u, e)
     }
 }
 

@@ -17,10 +17,7 @@ use super::error::SqsError;
 use super::publish::{Publishing, Services, SqsPublish, SqsPublisher};
 use super::queue::{SqsQueue, check_redrive, queue_name};
 use super::subscriber::SqsSubscriber;
-use crate::api::{
-    BoxFuture, CallError, EntryResult, QueueAttributes, ReceiveRequest, ReceivedMessage, SendEntry,
-    SqsApi,
-};
+use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::consumer::ConsumerHandle;
 use crate::engine::Engine;
@@ -437,7 +434,7 @@ impl ConnectedSqsBroker {
         let builder = if with_api {
             builder
         } else {
-            builder.api(SharedApi(Arc::clone(&self.core.api)))
+            builder.api(Arc::clone(&self.core.api))
         };
         let mut builder = builder
             .queue(queue_name(&queue.queue).into_owned())
@@ -560,69 +557,6 @@ impl Subscribe for ConnectedSqsBroker {
 
 impl DefaultPublish for ConnectedSqsBroker {
     type Policy = SqsPublish;
-}
-
-/// The broker's shared [`SqsApi`], handed to each subscription's engine.
-struct SharedApi(Arc<dyn SqsApi>);
-
-impl SqsApi for SharedApi {
-    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        self.0.queue_url(queue_name)
-    }
-
-    fn create_queue<'a>(
-        &'a self,
-        queue_name: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        self.0.create_queue(queue_name, attributes)
-    }
-
-    fn queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        self.0.queue_attributes(queue_url)
-    }
-
-    fn set_queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<(), CallError>> {
-        self.0.set_queue_attributes(queue_url, attributes)
-    }
-
-    fn receive<'a>(
-        &'a self,
-        request: &'a ReceiveRequest<'a>,
-    ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
-        self.0.receive(request)
-    }
-
-    fn delete_message_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        receipt_handles: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.0.delete_message_batch(queue_url, receipt_handles)
-    }
-
-    fn change_message_visibility_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        entries: &'a [(&'a str, u32)],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.0.change_message_visibility_batch(queue_url, entries)
-    }
-
-    fn send_message_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        entries: &'a [SendEntry],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.0.send_message_batch(queue_url, entries)
-    }
 }
 
 #[cfg(test)]

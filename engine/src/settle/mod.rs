@@ -665,7 +665,7 @@ mod tests {
 
     async fn open(api: Arc<StandIn>, heartbeat: Option<Option<Duration>>) -> Arc<QueueRuntime> {
         let (queue, _) = QueueRuntime::open(
-            Arc::new(api),
+            api,
             OpenOptions {
                 queue: "q".into(),
                 visibility_timeout: heartbeat.map(|_| 30),

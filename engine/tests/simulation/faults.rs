@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use sqs_engine::testing::InProcessSqs;
 use sqs_engine::{
-    BoxFuture, CallError, CallErrorKind, EntryResult, QueueAttributes, ReceiveRequest,
-    ReceivedMessage, SendEntry, SqsApi, StatsHandle,
+    BoxFuture, CallError, CallErrorKind, EntryResult, ReceiveRequest, ReceivedMessage, SqsApi,
+    SqsDecorator, StatsHandle,
 };
 
 use crate::record::{Action, Answer, Event, Fault, Record};
@@ -139,32 +139,11 @@ fn entry_answer(results: &[EntryResult]) -> Answer {
     )
 }
 
-impl SqsApi for FaultySqs {
-    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        self.sqs.queue_url(queue_name)
-    }
+impl SqsDecorator for FaultySqs {
+    type Inner = InProcessSqs;
 
-    fn create_queue<'a>(
-        &'a self,
-        queue_name: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        self.sqs.create_queue(queue_name, attributes)
-    }
-
-    fn queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        self.sqs.queue_attributes(queue_url)
-    }
-
-    fn set_queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<(), CallError>> {
-        self.sqs.set_queue_attributes(queue_url, attributes)
+    fn inner(&self) -> &InProcessSqs {
+        &self.sqs
     }
 
     fn receive<'a>(
@@ -232,13 +211,5 @@ impl SqsApi for FaultySqs {
             self.sqs.change_message_visibility_batch(queue_url, entries),
             |results: &Vec<EntryResult>| entry_answer(results),
         ))
-    }
-
-    fn send_message_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        entries: &'a [SendEntry],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        self.sqs.send_message_batch(queue_url, entries)
     }
 }

@@ -16,8 +16,8 @@ use aws_credential_types::Credentials;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use sqs_engine::{
-    AwsSqs, BoxFuture, CallError, EngineBuilder, EntryResult, QueueAttributes, ReceiveRequest,
-    ReceivedMessage, SqsApi, Stats,
+    AwsSqs, BoxFuture, CallError, EngineBuilder, EntryResult, ReceiveRequest, ReceivedMessage,
+    SqsApi, SqsDecorator, Stats,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -351,32 +351,11 @@ impl Recording {
     }
 }
 
-impl SqsApi for Recording {
-    fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        self.inner.queue_url(queue_name)
-    }
+impl SqsDecorator for Recording {
+    type Inner = AwsSqs;
 
-    fn create_queue<'a>(
-        &'a self,
-        queue_name: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        self.inner.create_queue(queue_name, attributes)
-    }
-
-    fn queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-    ) -> BoxFuture<'a, Result<QueueAttributes, CallError>> {
-        self.inner.queue_attributes(queue_url)
-    }
-
-    fn set_queue_attributes<'a>(
-        &'a self,
-        queue_url: &'a str,
-        attributes: &'a [(&'a str, String)],
-    ) -> BoxFuture<'a, Result<(), CallError>> {
-        self.inner.set_queue_attributes(queue_url, attributes)
+    fn inner(&self) -> &AwsSqs {
+        &self.inner
     }
 
     fn receive<'a>(
