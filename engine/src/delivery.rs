@@ -10,11 +10,11 @@ use tracing::{debug, info, warn};
 
 use crate::api::ReceivedMessage;
 use crate::held::BodyRoom;
+use crate::limits::MAX_VISIBILITY;
 use crate::message::Message;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 use crate::settle::plan::plan;
-use crate::settle::visibility::MAX_VISIBILITY;
 use crate::settle::{self, AnswerHook, Request, Settlement};
 use crate::turn::{Fate, Turn};
 

@@ -22,13 +22,13 @@ use crate::error::{ConfigError, Error};
 use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler, HandlerResult};
 use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells, HealthHandle};
+use crate::limits::MAX_VISIBILITY;
 use crate::metrics::{Stats, StatsCells};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
 use crate::settle::coalescer::CoalescerConfig;
-use crate::settle::visibility::MAX_VISIBILITY;
 
 /// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
 /// ranges.
@@ -396,7 +396,7 @@ impl EngineBuilder {
                 ConfigError::duration("give_up_after", self.give_up_after, "at least 1 s").into(),
             );
         }
-        let queue_name = crate::queue::name_of(&queue).to_owned();
+        let queue_name = crate::queue_url::name_of(&queue).to_owned();
         check_range(
             "max_held",
             self.max_held,

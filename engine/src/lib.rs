@@ -102,18 +102,22 @@ mod handler;
 pub mod health;
 mod held;
 mod lane;
+pub mod limits;
 mod message;
 pub mod metrics;
 mod outcome;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod queue;
+pub mod queue_url;
 mod receiver;
 mod redrive_policy;
+mod retry;
 mod round_trip;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;
+mod sleep;
 #[cfg(feature = "sns")]
 mod sns_api;
 #[cfg(any(test, feature = "bench"))]
@@ -137,12 +141,12 @@ pub use error::{ConfigError, Error, SettleError};
 pub use fifo::FifoOrder;
 pub use handler::{BatchHandler, Handler, HandlerResult};
 pub use health::{Health, HealthHandle, Phase};
+pub use limits::MAX_VISIBILITY;
 pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use redrive_policy::RedriveWrite;
 pub use settle::Settlement;
-pub use settle::visibility::MAX_VISIBILITY;
 
 /// The RustStream prelude with the SQS broker: `use sqs_engine::prelude::*;`. See
 /// [`mod@ruststream`].

@@ -11,7 +11,9 @@ use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::health::HealthCells;
 use crate::metrics::{Action, QueueMetrics, StatsCells};
+use crate::queue_url::{is_url, name_of};
 use crate::redrive_policy::{RedrivePolicy, RedriveWrite};
+use crate::retry;
 use crate::round_trip::RoundTrip;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
@@ -71,24 +73,6 @@ pub(crate) struct Redrive {
     pub(crate) dead_letter: String,
     /// Whether the policy may be written onto the queue.
     pub(crate) write: RedriveWrite,
-}
-
-/// Whether `queue` is a queue URL rather than a name.
-pub(crate) fn is_url(queue: &str) -> bool {
-    queue.starts_with("https://") || queue.starts_with("http://")
-}
-
-/// The queue name at the end of a queue URL.
-pub(crate) fn name_of(queue: &str) -> &str {
-    if is_url(queue) {
-        queue
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or(queue)
-    } else {
-        queue
-    }
 }
 
 impl QueueRuntime {
@@ -326,42 +310,17 @@ pub(crate) async fn retrying<'a, T, F, Fut>(
     backoff: &Backoff,
     metrics: &QueueMetrics,
     action: Action,
-    mut call: F,
+    call: F,
 ) -> Result<T, CallError>
 where
     F: FnMut() -> Fut + 'a,
     Fut: Future<Output = Result<T, CallError>> + 'a,
 {
-    let mut attempt = 1;
-    loop {
-        let result = call().await;
+    retry::retrying_observed(backoff, call, |result, attempt, again| {
         metrics.call(action, result.is_ok());
-        match result {
-            Err(error) if error.is_transient() && attempt < backoff.max_attempts() => {
-                warn!(action = action.as_str(), attempt, error = %error, "call failed; retrying");
-                tokio::time::sleep(backoff.jittered(attempt)).await;
-                attempt += 1;
-            }
-            result => return result,
+        if let (Err(error), true) = (result, again) {
+            warn!(action = action.as_str(), attempt, error = %error, "call failed; retrying");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_queue_is_named_by_name_or_url() {
-        assert_eq!(name_of("orders"), "orders");
-        assert_eq!(
-            name_of("http://127.0.0.1:4566/000000000000/orders"),
-            "orders"
-        );
-        assert_eq!(
-            name_of("https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo/"),
-            "orders.fifo"
-        );
-        assert!(!is_url("orders"));
-    }
+    })
+    .await
 }

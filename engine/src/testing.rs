@@ -57,6 +57,8 @@ use crate::api::{
 };
 use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::decorator::SqsDecorator;
+use crate::limits::MAX_VISIBILITY_SECS;
+use crate::queue_url::last_segment;
 
 #[cfg(feature = "sns")]
 mod sns;
@@ -65,8 +67,6 @@ mod sns;
 const ACCOUNT: &str = "000000000000";
 /// The visibility timeout of a new queue, as on SQS.
 const DEFAULT_VISIBILITY: u32 = 30;
-/// The longest visibility timeout, and the window from a receive a message may stay hidden.
-const TWELVE_HOURS: u32 = 43_200;
 /// The largest message, body and attributes together, and the largest batch.
 const MAX_MESSAGE_BYTES: usize = 1_048_576;
 /// How long a FIFO queue remembers a deduplication id.
@@ -368,15 +368,6 @@ fn entry_failure(code: &str, message: impl Into<String>) -> EntryResult {
     })
 }
 
-/// The queue name in a URL or a bare name.
-fn name_in(queue: &str) -> &str {
-    queue
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(queue)
-}
-
 fn valid_queue_name(name: &str) -> bool {
     let stem = name.strip_suffix(".fifo").unwrap_or(name);
     !stem.is_empty()
@@ -451,7 +442,7 @@ impl InProcessSqs {
     pub fn in_flight_receipts(&self, queue: &str) -> Vec<String> {
         let now = Instant::now();
         let state = self.shared.lock();
-        let Some(queue) = state.queues.get(name_in(queue)) else {
+        let Some(queue) = state.queues.get(last_segment(queue)) else {
             return Vec::new();
         };
         queue
@@ -488,7 +479,7 @@ impl InProcessSqs {
     ///
     /// What SQS answers for the same send (see the [module docs](self)).
     pub fn send_entry(&self, queue: &str, entry: &SendEntry) -> Result<String, CallError> {
-        let name = name_in(queue);
+        let name = last_segment(queue);
         let mut state = self.shared.lock();
         self.send_locked(&mut state, name, entry)
     }
@@ -513,7 +504,7 @@ impl InProcessSqs {
     pub fn counts(&self, queue: &str) -> QueueCounts {
         let now = Instant::now();
         let state = self.shared.lock();
-        let Some(queue) = state.queues.get(name_in(queue)) else {
+        let Some(queue) = state.queues.get(last_segment(queue)) else {
             return QueueCounts::default();
         };
         let mut counts = QueueCounts::default();
@@ -536,7 +527,7 @@ impl InProcessSqs {
         self.shared
             .lock()
             .queues
-            .get(name_in(queue))
+            .get(last_segment(queue))
             .map(|queue| queue.sent.clone())
             .unwrap_or_default()
     }
@@ -546,7 +537,7 @@ impl InProcessSqs {
         self.shared
             .lock()
             .queues
-            .get(name_in(queue))
+            .get(last_segment(queue))
             .map(|queue| queue.messages.iter().map(|m| m.body.clone()).collect())
             .unwrap_or_default()
     }
@@ -572,7 +563,7 @@ impl InProcessSqs {
     /// Marks `queue` as read by a subscription until the returned guard drops: its receivable
     /// messages are counted with the observer.
     pub(crate) fn watch(&self, queue: &str) -> Watch {
-        let name = name_in(queue).to_owned();
+        let name = last_segment(queue).to_owned();
         let mut state = self.shared.lock();
         state.next_id += 1;
         let id = state.next_id;
@@ -653,7 +644,7 @@ impl InProcessSqs {
     }
 
     fn url_of(&self, url: &str) -> Result<String, CallError> {
-        let name = name_in(url);
+        let name = last_segment(url);
         if self.shared.lock().queues.contains_key(name) {
             Ok(name.to_owned())
         } else {
@@ -872,8 +863,8 @@ impl InProcessSqs {
                 }
             };
             let until = now + Duration::from_secs(u64::from(*seconds));
-            if *seconds > TWELVE_HOURS
-                || until > received_at + Duration::from_secs(u64::from(TWELVE_HOURS))
+            if *seconds > MAX_VISIBILITY_SECS
+                || until > received_at + Duration::from_secs(u64::from(MAX_VISIBILITY_SECS))
             {
                 results.push(entry_failure(
                     "InvalidParameterValue",
@@ -1125,7 +1116,7 @@ impl State {
                     let limit = if *attribute == "DelaySeconds" {
                         900
                     } else {
-                        TWELVE_HOURS
+                        MAX_VISIBILITY_SECS
                     };
                     match value.parse::<u32>() {
                         Ok(seconds) if seconds <= limit => {}
@@ -1317,7 +1308,7 @@ impl InProcessSqs {
                     "WaitTimeSeconds must be 0 to 20",
                 ));
             }
-            if request.visibility_timeout > TWELVE_HOURS {
+            if request.visibility_timeout > MAX_VISIBILITY_SECS {
                 return Err(invalid(
                     "InvalidParameterValue",
                     "VisibilityTimeout must be 0 to 43200",
@@ -1366,7 +1357,7 @@ impl SqsApi for InProcessSqs {
             let state = self.shared.lock();
             let queue = state
                 .queues
-                .get(name_in(queue_url))
+                .get(last_segment(queue_url))
                 .ok_or_else(|| not_found(queue_url))?;
             let redrive_policy = queue.redrive.as_ref().and_then(|redrive| {
                 let arn = &state.queues.get(&redrive.dead_letter)?.arn;
@@ -1391,7 +1382,7 @@ impl SqsApi for InProcessSqs {
         attributes: &'a [(&'a str, String)],
     ) -> BoxFuture<'a, Result<(), CallError>> {
         Box::pin(async move {
-            let name = name_in(queue_url);
+            let name = last_segment(queue_url);
             let mut state = self.shared.lock();
             state.set_attributes(name, attributes)?;
             self.refresh(&mut state, name);

@@ -10,6 +10,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
+use sqs_engine::queue_url::{is_url, last_segment};
 use tracing::{info, warn};
 
 /// The region used with an explicit endpoint when none is given.
@@ -134,19 +135,6 @@ fn environment_has_credentials() -> bool {
         .any(|var| std::env::var_os(var).is_some_and(|value| !value.is_empty()))
 }
 
-/// Whether `queue` is a queue URL rather than a queue name.
-pub(crate) fn is_queue_url(queue: &str) -> bool {
-    queue.starts_with("https://") || queue.starts_with("http://")
-}
-
-/// The queue name in a queue URL: its last path segment.
-fn queue_name_of_url(url: &str) -> Option<&str> {
-    url.trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .filter(|name| !name.is_empty())
-}
-
 /// The URL of `queue` (a name or a URL).
 ///
 /// A URL is used as it is, unless `create` is set, in which case the queue is created from
@@ -163,11 +151,12 @@ pub(crate) async fn resolve_queue_url(
     queue: &str,
     create: bool,
 ) -> Result<String> {
-    let name = if is_queue_url(queue) {
+    let name = if is_url(queue) {
         if !create {
             return Ok(queue.to_owned());
         }
-        queue_name_of_url(queue)
+        Some(last_segment(queue))
+            .filter(|name| !name.is_empty())
             .with_context(|| format!("no queue name at the end of the URL `{queue}`"))?
     } else {
         queue
@@ -213,27 +202,6 @@ pub(crate) async fn resolve_queue_url(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_queue_is_a_name_or_a_url() {
-        assert!(is_queue_url("http://127.0.0.1:4566/000000000000/orders"));
-        assert!(is_queue_url(
-            "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
-        ));
-        assert!(!is_queue_url("orders"));
-    }
-
-    #[test]
-    fn the_name_of_a_queue_url_is_its_last_segment() {
-        assert_eq!(
-            queue_name_of_url("http://127.0.0.1:4566/000000000000/orders"),
-            Some("orders")
-        );
-        assert_eq!(
-            queue_name_of_url("https://sqs.us-east-1.amazonaws.com/123456789012/orders/"),
-            Some("orders")
-        );
-    }
 
     #[test]
     fn only_this_host_is_a_loopback_endpoint() {

@@ -2,13 +2,13 @@
 
 use super::broker::ConnectedSqsBroker;
 use super::error::SqsError;
-use super::publish::retrying;
 use super::queue::queue_name;
 use super::queue_policy::with_topic_grant;
 use super::sns::{topic_arn, topic_name};
 use crate::api::CallError;
 use crate::metrics::CallCounts;
-use crate::queue::is_url;
+use crate::queue_url::is_url;
+use crate::retry::retrying;
 
 impl ConnectedSqsBroker {
     /// Subscribes the queue `queue` to the topic `topic`, with raw message delivery: the
@@ -84,7 +84,7 @@ impl ConnectedSqsBroker {
         let url = if is_url(&target) {
             target.clone().into_owned()
         } else {
-            retrying(backoff, || services.sqs.queue_url(&target))
+            retrying(&backoff, || services.sqs.queue_url(&target))
                 .await
                 .map_err(|e| policy_failed(Box::new(e)))?
         };
@@ -92,7 +92,7 @@ impl ConnectedSqsBroker {
             // Read, merged and written back under the lock: two grants through this
             // connection do not drop each other's statement.
             let _writing = self.core().policy_writes.lock().await;
-            let attributes = retrying(backoff, || services.sqs.queue_attributes(&url))
+            let attributes = retrying(&backoff, || services.sqs.queue_attributes(&url))
                 .await
                 .map_err(|e| policy_failed(Box::new(e)))?;
             let Some(queue_arn) = attributes.arn else {
@@ -102,13 +102,14 @@ impl ConnectedSqsBroker {
                 .map_err(|reason| policy_failed(reason.into()))?;
             if let Some(policy) = merged {
                 let write = [("Policy", policy)];
-                retrying(backoff, || services.sqs.set_queue_attributes(&url, &write))
+                retrying(&backoff, || services.sqs.set_queue_attributes(&url, &write))
                     .await
                     .map_err(|e| policy_failed(Box::new(e)))?;
             }
             queue_arn
         };
-        let subscribed = retrying(backoff, || services.sns.subscribe_queue(&arn, &queue_arn)).await;
+        let subscribed =
+            retrying(&backoff, || services.sns.subscribe_queue(&arn, &queue_arn)).await;
         CallCounts::single(&topic, "Subscribe", subscribed.is_ok());
         subscribed.map_err(topic_failed)?;
         self.core().note_topic_queue(&topic, queue);

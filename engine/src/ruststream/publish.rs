@@ -22,7 +22,9 @@ use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::backoff::Backoff;
 use crate::caught::caught;
 use crate::metrics::CallCounts;
-use crate::queue::is_url;
+use crate::queue_url::is_url;
+use crate::retry::retrying;
+use crate::sleep::sleep_until_or_forever;
 
 /// The most message attributes SQS takes on a message.
 const MAX_ATTRIBUTES: usize = 10;
@@ -640,31 +642,6 @@ async fn drive(
     }
 }
 
-async fn sleep_until_or_forever(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Makes `call` again after transient failures, under the backoff's budget.
-pub(crate) async fn retrying<'a, T, F, Fut>(backoff: Backoff, mut call: F) -> Result<T, CallError>
-where
-    F: FnMut() -> Fut + 'a,
-    Fut: Future<Output = Result<T, CallError>> + 'a,
-{
-    let mut attempt = 1;
-    loop {
-        match call().await {
-            Err(error) if error.is_transient() && attempt < backoff.max_attempts() => {
-                tokio::time::sleep(backoff.jittered(attempt)).await;
-                attempt += 1;
-            }
-            result => return result,
-        }
-    }
-}
-
 /// The address of a target: a queue's URL, a topic's ARN.
 async fn resolve(
     services: &Services,
@@ -673,7 +650,7 @@ async fn resolve(
 ) -> Result<String, CallError> {
     match target {
         Target::Queue(queue) if is_url(queue) => Ok(queue.clone()),
-        Target::Queue(queue) => retrying(backoff, || services.sqs.queue_url(queue)).await,
+        Target::Queue(queue) => retrying(&backoff, || services.sqs.queue_url(queue)).await,
         #[cfg(feature = "sns")]
         Target::Topic(topic) => super::sns::topic_arn(services, backoff, topic).await,
     }

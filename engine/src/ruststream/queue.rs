@@ -10,7 +10,7 @@ use ::ruststream::{BrokerMoves, FromName, RetryDeclaration, SubscriptionSource};
 use super::broker::ConnectedSqsBroker;
 use super::error::SqsError;
 use super::subscriber::SqsSubscriber;
-use crate::queue::is_url;
+use crate::queue_url::is_url;
 
 /// The longest queue name SQS accepts.
 const MAX_QUEUE_NAME: usize = 80;

@@ -15,11 +15,12 @@ use tokio::sync::oneshot;
 
 use super::broker::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
-use super::publish::{OutgoingEntry, Services, SqsPublishOptions, Target, retrying};
+use super::publish::{OutgoingEntry, Services, SqsPublishOptions, Target};
 use super::queue::{is_fifo, queue_name};
 use crate::api::CallError;
 use crate::backoff::Backoff;
 use crate::metrics::CallCounts;
+use crate::retry::retrying;
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 
 // The coalescer shared with queues makes batches `PublishBatch` takes.
@@ -45,7 +46,7 @@ pub(crate) async fn topic_arn(
     if topic.starts_with("arn:") {
         return Ok(topic.to_owned());
     }
-    let created = retrying(backoff, || services.sns.create_topic(topic)).await;
+    let created = retrying(&backoff, || services.sns.create_topic(topic)).await;
     CallCounts::single(topic, "CreateTopic", created.is_ok());
     created
 }

@@ -280,7 +280,7 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settle::visibility::MAX_VISIBILITY;
+    use crate::limits::MAX_VISIBILITY;
 
     const VT: Duration = Duration::from_secs(30);
 

@@ -31,6 +31,7 @@ use crate::lane::Lane;
 use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
 use crate::round_trip::RoundTrip;
+use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
 use heartbeat::HeartbeatConfig;
 use state::{Closed, SettleState, Token};
@@ -437,13 +438,6 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
     }
 }
 
-async fn sleep_until_or_forever(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Sends one batch, and again for its entries that failed transiently, under the retry budget.
 async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
     let lane = batch.lane;
@@ -700,7 +694,7 @@ mod tests {
             lane,
             visibility: visibility.map(|delay| VisibilityTarget {
                 delay,
-                window_end: Instant::now() + visibility::MAX_VISIBILITY,
+                window_end: Instant::now() + crate::limits::MAX_VISIBILITY,
             }),
             message_id: Arc::from(format!("id-{receipt}")),
             key: None,
@@ -867,7 +861,7 @@ mod tests {
             Arc::from("r"),
             Arc::from("id-r"),
             start + Duration::from_secs(30),
-            start + visibility::MAX_VISIBILITY,
+            start + crate::limits::MAX_VISIBILITY,
         );
         // Extended 6 s before each deadline: at 24 s and at 48 s.
         tokio::time::sleep(Duration::from_secs(50)).await;

@@ -59,7 +59,7 @@ pub(crate) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settle::visibility::MAX_VISIBILITY;
+    use crate::limits::MAX_VISIBILITY;
 
     fn at(outcome: Outcome, receive_count: u32, cap: Option<u32>) -> Plan {
         let now = Instant::now();

@@ -252,7 +252,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::settle::visibility::MAX_VISIBILITY;
+    use crate::limits::MAX_VISIBILITY;
 
     const VT: Duration = Duration::from_secs(30);
 

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// SQS refuses a visibility that ends more than 12 hours after the receive.
-pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
+use crate::limits::MAX_VISIBILITY;
 
 /// A requested visibility for one message: a delay from now, bounded by the end of the
 /// message's 12-hour window.

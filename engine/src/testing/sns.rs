@@ -11,10 +11,10 @@
 //! suffices.
 
 use super::{
-    ACCOUNT, InProcessSqs, MAX_ATTRIBUTES, SentMessage, State, invalid, is_sqs_text, name_in,
-    not_found,
+    ACCOUNT, InProcessSqs, MAX_ATTRIBUTES, SentMessage, State, invalid, is_sqs_text, not_found,
 };
 use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
+use crate::queue_url::last_segment;
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES, SnsApi};
 
 /// One topic: its ARN, kind, subscribed queues and every message published to it.
@@ -82,7 +82,7 @@ impl InProcessSqs {
         let mut state = self.shared.lock();
         Self::topic_or_create(&mut state, topic)?;
         let queue = queue.rsplit(':').next().unwrap_or(queue);
-        let queue = name_in(queue).to_owned();
+        let queue = last_segment(queue).to_owned();
         state.queue_or_create(&queue)?;
         Self::subscribe_locked(&mut state, topic_in(topic), &queue)
     }

@@ -18,11 +18,12 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use sqs_engine::MAX_VISIBILITY;
 use sqs_engine::testing::Change;
 
 use crate::record::{Action, Answer, Event};
 use crate::run::Run;
-use crate::workload::{End, TWELVE_HOURS};
+use crate::workload::End;
 
 /// The violations of `run`, empty when it kept every invariant.
 pub fn check(run: &Run) -> Vec<String> {
@@ -352,7 +353,7 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             // lapsed, as it may.
             continue;
         }
-        let clamp = *called_at + TWELVE_HOURS - Duration::from_secs(1);
+        let clamp = *called_at + MAX_VISIBILITY - Duration::from_secs(1);
         let earliest = stamped
             .at
             .checked_add(*delay)

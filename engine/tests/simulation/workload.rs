@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use sqs_engine::Backoff;
-
-/// The longest a message may stay hidden, and the clamp on a `retry_after`.
-pub const TWELVE_HOURS: Duration = Duration::from_secs(12 * 60 * 60);
+use sqs_engine::{Backoff, MAX_VISIBILITY};
 
 /// One seed's run.
 #[derive(Debug, Clone)]
@@ -206,7 +203,7 @@ fn retry_delay(rng: &mut fastrand::Rng) -> Duration {
         1 | 2 => Duration::from_millis(rng.u64(1..1_000)),
         3..=6 => Duration::from_millis(rng.u64(1_000..20_000)),
         7 | 8 => Duration::from_secs(rng.u64(20..900)),
-        9 => TWELVE_HOURS + Duration::from_secs(rng.u64(..3_600)),
+        9 => MAX_VISIBILITY + Duration::from_secs(rng.u64(..3_600)),
         10 => Duration::from_secs(rng.u64(3_600..12 * 3_600)),
         _ => Duration::MAX,
     }

@@ -227,12 +227,7 @@ impl Sqs {
 
     /// The queue named by the last path segment of `url`.
     fn queue(&self, url: &str) -> Result<Arc<Queue>, SqsError> {
-        let name = url
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or_default();
-        self.queue_named(name)
+        self.queue_named(sqs_engine::queue_url::last_segment(url))
     }
 
     /// The queue named `name`.

@@ -40,7 +40,7 @@ use super::protocol::{
 };
 
 /// The longest visibility timeout SQS allows, in seconds (12 hours).
-pub(crate) const MAX_VISIBILITY_TIMEOUT: i64 = 43_200;
+pub(crate) const MAX_VISIBILITY_TIMEOUT: i64 = sqs_engine::limits::MAX_VISIBILITY_SECS as i64;
 
 /// The longest delay SQS allows, in seconds (15 minutes).
 const MAX_DELAY_SECONDS: i64 = 900;
