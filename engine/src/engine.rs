@@ -16,6 +16,10 @@ use tracing::{Instrument, debug_span, error, info, warn};
 use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::backoff::Backoff;
+use crate::bounded::{
+    BatchesInFlight, MaxBatchWait, MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime,
+    Workers,
+};
 use crate::consumer::{Consumer, ConsumerConfig};
 use crate::delivery::Delivery;
 use crate::error::{ConfigError, Error};
@@ -74,8 +78,8 @@ impl Default for EngineBuilder {
             prefetch: None,
             max_held: DEFAULT_MAX_HELD,
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
-            receive_batch: 10,
-            wait_time: Duration::from_secs(20),
+            receive_batch: ReceiveBatch::MAX,
+            wait_time: WaitTime::MAX,
             visibility_timeout: None,
             max_batch_wait: Duration::from_millis(5),
             max_batches_in_flight: 128,
@@ -352,18 +356,11 @@ impl EngineBuilder {
             .queue
             .filter(|q| !q.is_empty())
             .ok_or_else(|| ConfigError::new("queue", "unset", "a queue name or URL"))?;
-        check_range("receivers", self.receivers, 1..=256, "1..=256")?;
-        check_range("workers", self.workers, 1..=100_000, "1..=100000")?;
-        check_range("receive_batch", self.receive_batch, 1..=10, "1..=10")?;
-        check_range(
-            "max_batches_in_flight",
-            self.max_batches_in_flight,
-            1..=256,
-            "1..=256",
-        )?;
-        if self.wait_time > Duration::from_secs(20) {
-            return Err(ConfigError::duration("wait_time", self.wait_time, "at most 20 s").into());
-        }
+        let receivers = Receivers::new(self.receivers)?.get();
+        let workers = Workers::new(self.workers)?.get();
+        let receive_batch = ReceiveBatch::new(self.receive_batch)?.get();
+        let max_batches_in_flight = BatchesInFlight::new(self.max_batches_in_flight)?.get();
+        let wait_time = WaitTime::new(self.wait_time)?.get();
         let visibility_timeout = match self.visibility_timeout {
             Some(timeout) if timeout > MAX_VISIBILITY || timeout.subsec_nanos() != 0 => {
                 return Err(ConfigError::duration(
@@ -376,21 +373,13 @@ impl EngineBuilder {
             Some(timeout) => Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
             None => None,
         };
-        if self.max_batch_wait > Duration::from_secs(1) {
-            return Err(ConfigError::duration(
-                "max_batch_wait",
-                self.max_batch_wait,
-                "at most 1 s",
-            )
-            .into());
-        }
+        let max_batch_wait = MaxBatchWait::new(self.max_batch_wait)?.get();
         if let Some(margin) = self.heartbeat_margin
             && margin < MIN_HEARTBEAT_MARGIN
         {
             return Err(ConfigError::duration("heartbeat_margin", margin, "at least 1 s").into());
         }
-        let prefetch = self.prefetch.unwrap_or(self.receive_batch * self.receivers);
-        check_range("prefetch", prefetch, 0..=MAX_PREFETCH, "0..=100000")?;
+        let prefetch = Prefetch::new(self.prefetch.unwrap_or(receive_batch * receivers))?.get();
         if self.give_up_after < Duration::from_secs(1) {
             return Err(
                 ConfigError::duration("give_up_after", self.give_up_after, "at least 1 s").into(),
@@ -400,7 +389,7 @@ impl EngineBuilder {
         check_range(
             "max_held",
             self.max_held,
-            self.receive_batch..=MAX_HELD,
+            receive_batch..=MAX_HELD,
             "at least one receive batch, at most 1000000",
         )?;
         check_range(
@@ -426,9 +415,7 @@ impl EngineBuilder {
                 });
             }
             (Some(receives), Some(dead_letter)) => {
-                if !(1..=1000).contains(&receives) {
-                    return Err(ConfigError::new("max_attempts", receives, "1..=1000").into());
-                }
+                let receives = MaxReceiveCount::new(receives)?.get();
                 Some(Redrive {
                     max_receive_count: receives,
                     dead_letter,
@@ -439,21 +426,21 @@ impl EngineBuilder {
         Ok(Engine {
             api,
             queue,
-            receivers: self.receivers,
-            workers: self.workers,
+            receivers,
+            workers,
             capacity: self.max_held,
             capacity_kib: self.max_held_bytes / 1024,
             prefetch,
             receive: ReceiverConfig {
-                max_messages: u8::try_from(self.receive_batch).unwrap_or(10),
-                wait_time: self.wait_time,
+                max_messages: u8::try_from(receive_batch).unwrap_or(10),
+                wait_time,
             },
             visibility_timeout,
             coalescer: CoalescerConfig {
                 max_batch: 10,
-                max_wait: self.max_batch_wait,
+                max_wait: max_batch_wait,
                 idle_wait: crate::settle::coalescer::IDLE_GATHER,
-                max_in_flight: self.max_batches_in_flight,
+                max_in_flight: max_batches_in_flight,
             },
             shutdown_timeout: self.shutdown_timeout,
             backoff: self.backoff,
@@ -467,9 +454,6 @@ impl EngineBuilder {
         })
     }
 }
-
-/// The most messages received ahead of the workers.
-const MAX_PREFETCH: usize = 100_000;
 
 /// The most messages held, whatever the setting.
 const MAX_HELD: usize = 1_000_000;
@@ -1125,14 +1109,14 @@ mod tests {
     #[test]
     fn a_prefetch_past_its_bound_is_refused_rather_than_overflowing_the_slots() {
         refused(builder().prefetch(usize::MAX), "prefetch");
-        refused(builder().prefetch(MAX_PREFETCH + 1), "prefetch");
+        refused(builder().prefetch(Prefetch::MAX + 1), "prefetch");
         refused(
             builder().workers(100_000).prefetch(usize::MAX - 50_000),
             "prefetch",
         );
         builder()
             .workers(100_000)
-            .prefetch(MAX_PREFETCH)
+            .prefetch(Prefetch::MAX)
             .build()
             .expect("the largest settings fit the engine's slots");
     }

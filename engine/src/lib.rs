@@ -91,6 +91,7 @@ mod backoff;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
+mod bounded;
 mod caught;
 mod consumer;
 mod decorator;

@@ -56,6 +56,7 @@ use crate::api::{
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
 };
 use crate::attribute::{AttributeValue, MessageAttribute};
+use crate::bounded::{MaxReceiveCount, WaitTime};
 use crate::decorator::SqsDecorator;
 use crate::limits::MAX_VISIBILITY_SECS;
 use crate::queue_url::last_segment;
@@ -1142,12 +1143,14 @@ impl State {
                     let arn = json_value(value, "deadLetterTargetArn").unwrap_or_default();
                     let count = json_value(value, "maxReceiveCount")
                         .and_then(|count| count.parse::<u32>().ok())
-                        .filter(|count| (1..=1000).contains(count));
+                        .filter(|count| MaxReceiveCount::contains(*count));
                     let Some(count) = count else {
                         return Err(invalid(
                             "InvalidAttributeValue",
                             format!(
-                                "the redrive policy `{value}` needs a maxReceiveCount from 1 to 1000"
+                                "the redrive policy `{value}` needs a maxReceiveCount from {} to {}",
+                                MaxReceiveCount::MIN,
+                                MaxReceiveCount::MAX
                             ),
                         ));
                     };
@@ -1302,7 +1305,7 @@ impl InProcessSqs {
                     "MaxNumberOfMessages must be 1 to 10",
                 ));
             }
-            if request.wait_time > Duration::from_secs(20) {
+            if request.wait_time > WaitTime::MAX {
                 return Err(invalid(
                     "InvalidParameterValue",
                     "WaitTimeSeconds must be 0 to 20",

@@ -10,6 +10,7 @@ use ::ruststream::{BrokerMoves, FromName, RetryDeclaration, SubscriptionSource};
 use super::broker::ConnectedSqsBroker;
 use super::error::SqsError;
 use super::subscriber::SqsSubscriber;
+use crate::bounded::{MaxReceiveCount, WaitTime};
 use crate::queue_url::is_url;
 
 /// The longest queue name SQS accepts.
@@ -104,7 +105,7 @@ impl SqsQueue {
     pub fn new(queue: impl Into<String>) -> Self {
         Self {
             queue: queue.into(),
-            wait: Duration::from_secs(20),
+            wait: WaitTime::MAX,
             visibility: None,
             create_if_missing: false,
             receivers: DEFAULT_RECEIVERS,
@@ -196,10 +197,11 @@ impl SqsQueue {
                 "SQS queue names have at most {MAX_QUEUE_NAME} characters"
             )));
         }
-        if self.wait > Duration::from_secs(20) {
+        if self.wait > WaitTime::MAX {
             return Err(invalid(format!(
-                "wait is {:?}: SQS long-polls for at most 20 seconds",
-                self.wait
+                "wait is {:?}: SQS long-polls for at most {} seconds",
+                self.wait,
+                WaitTime::MAX.as_secs()
             )));
         }
         if let Some(visibility) = self.visibility
@@ -216,10 +218,11 @@ impl SqsQueue {
             )));
         }
         if let Some(attempts) = self.max_attempts
-            && attempts.get() > 1000
+            && !MaxReceiveCount::contains(attempts.get())
         {
             return Err(invalid(format!(
-                "max_attempts is {attempts}, SQS allows 1..=1000"
+                "max_attempts is {attempts}, SQS allows {}",
+                MaxReceiveCount::RANGE
             )));
         }
         Ok(())

@@ -1,0 +1,157 @@
+//! The engine's bounded settings, each a newtype whose range is stated once: the check and the
+//! text an out-of-range value's [`ConfigError`] names both derive from it.
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// A newtype over `$int` that holds only `$min..=$max`, made with `new`, which refuses any
+/// other value with a [`ConfigError`] naming `$setting` and the range (`"1..=10"`).
+macro_rules! bounded {
+    ($(#[$doc:meta])* $name:ident($int:ty): $setting:literal in $min:literal..=$max:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) struct $name($int);
+
+        #[allow(dead_code, reason = "each setting uses the part of the range it needs")]
+        impl $name {
+            /// The smallest value allowed.
+            pub(crate) const MIN: $int = $min;
+            /// The largest value allowed.
+            pub(crate) const MAX: $int = $max;
+            /// The range, as an error names it.
+            pub(crate) const RANGE: &'static str = concat!($min, "..=", $max);
+
+            /// `value`, when it is in the range.
+            pub(crate) fn new(value: $int) -> Result<Self, ConfigError> {
+                if Self::contains(value) {
+                    Ok(Self(value))
+                } else {
+                    Err(ConfigError::new($setting, value, Self::RANGE))
+                }
+            }
+
+            /// Whether `value` is in the range.
+            pub(crate) fn contains(value: $int) -> bool {
+                (Self::MIN..=Self::MAX).contains(&value)
+            }
+
+            /// The value.
+            pub(crate) fn get(self) -> $int {
+                self.0
+            }
+        }
+    };
+}
+
+bounded! {
+    /// [`receivers`](crate::EngineBuilder::receivers): the most long-poll loops at once.
+    Receivers(usize): "receivers" in 1..=256
+}
+
+bounded! {
+    /// [`workers`](crate::EngineBuilder::workers): handler invocations at once.
+    Workers(usize): "workers" in 1..=100_000
+}
+
+bounded! {
+    /// [`receive_batch`](crate::EngineBuilder::receive_batch): messages asked for per receive,
+    /// as many as SQS hands out in one.
+    ReceiveBatch(usize): "receive_batch" in 1..=10
+}
+
+bounded! {
+    /// [`max_batches_in_flight`](crate::EngineBuilder::max_batches_in_flight): batch calls of
+    /// one kind in flight at once.
+    BatchesInFlight(usize): "max_batches_in_flight" in 1..=256
+}
+
+bounded! {
+    /// [`prefetch`](crate::EngineBuilder::prefetch): messages received ahead of a free worker.
+    Prefetch(usize): "prefetch" in 0..=100_000
+}
+
+bounded! {
+    /// [`max_attempts`](crate::EngineBuilder::max_attempts): the receives after which SQS moves
+    /// a message to the dead-letter queue, the redrive policy's `maxReceiveCount`, as SQS
+    /// allows it.
+    MaxReceiveCount(u32): "max_attempts" in 1..=1000
+}
+
+/// A duration setting with an upper bound, stated once: the check and the text an
+/// out-of-range value's [`ConfigError`] names (`"at most 20 s"`) both derive from it.
+macro_rules! at_most {
+    ($(#[$doc:meta])* $name:ident: $setting:literal, $max:literal s) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) struct $name(Duration);
+
+        #[allow(dead_code, reason = "each setting uses the part of the bound it needs")]
+        impl $name {
+            /// The longest allowed.
+            pub(crate) const MAX: Duration = Duration::from_secs($max);
+            /// The bound, as an error names it.
+            pub(crate) const EXPECTED: &'static str = concat!("at most ", $max, " s");
+
+            /// `value`, when it is within the bound.
+            pub(crate) fn new(value: Duration) -> Result<Self, ConfigError> {
+                if value <= Self::MAX {
+                    Ok(Self(value))
+                } else {
+                    Err(ConfigError::duration($setting, value, Self::EXPECTED))
+                }
+            }
+
+            /// The duration.
+            pub(crate) fn get(self) -> Duration {
+                self.0
+            }
+        }
+    };
+}
+
+at_most! {
+    /// [`wait_time`](crate::EngineBuilder::wait_time): the long-poll wait, as SQS allows it.
+    WaitTime: "wait_time", 20 s
+}
+
+at_most! {
+    /// [`max_batch_wait`](crate::EngineBuilder::max_batch_wait): how long a settlement may
+    /// wait for company.
+    MaxBatchWait: "max_batch_wait", 1 s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_in_the_range_is_kept_and_one_outside_is_refused_with_the_range() {
+        assert_eq!(ReceiveBatch::new(10).map(ReceiveBatch::get), Ok(10));
+        assert_eq!(ReceiveBatch::new(1).map(ReceiveBatch::get), Ok(1));
+        assert_eq!(
+            ReceiveBatch::new(11),
+            Err(ConfigError::new("receive_batch", 11, "1..=10"))
+        );
+        assert_eq!(
+            Workers::new(0).expect_err("refused").to_string(),
+            "`workers` is 0, but must be 1..=100000"
+        );
+        assert!(!MaxReceiveCount::contains(1001));
+        assert!(MaxReceiveCount::contains(1000));
+    }
+
+    #[test]
+    fn a_duration_past_its_bound_is_refused_with_the_bound() {
+        assert_eq!(
+            WaitTime::new(Duration::from_secs(20)).map(WaitTime::get),
+            Ok(Duration::from_secs(20))
+        );
+        assert_eq!(
+            WaitTime::new(Duration::from_millis(20_001))
+                .expect_err("refused")
+                .to_string(),
+            "`wait_time` is 20.001s, but must be at most 20 s"
+        );
+    }
+}
