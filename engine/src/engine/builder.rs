@@ -1,0 +1,529 @@
+//! [`EngineBuilder`]: the engine's settings, their defaults, and the checks that make an
+//! [`Engine`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Engine;
+use crate::api::SqsApi;
+use crate::aws::AwsSqs;
+use crate::backoff::Backoff;
+use crate::bounded::{
+    BatchesInFlight, MaxBatchWait, MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime,
+    Workers,
+};
+use crate::error::{ConfigError, Error};
+use crate::fifo::FifoOrder;
+use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells};
+use crate::limits::MAX_VISIBILITY;
+use crate::metrics::StatsCells;
+use crate::outcome::Outcome;
+use crate::queue::Redrive;
+use crate::receiver::ReceiverConfig;
+use crate::redrive_policy::RedriveWrite;
+use crate::settle::coalescer::CoalescerConfig;
+
+/// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
+/// ranges.
+///
+/// The defaults fit a busy queue on a real network without tuning: up to 128 long-poll
+/// receivers of ten messages (as many run as keep up: one on an idle queue), 64 handlers at
+/// once, up to 4,096 messages and 64 MiB of bodies held, batches that wait at most 5 ms for
+/// company while a call of their kind is in flight, up to 128 of them in flight per action.
+#[derive(Clone)]
+pub struct EngineBuilder {
+    api: Option<Arc<dyn SqsApi>>,
+    queue: Option<String>,
+    receivers: usize,
+    workers: usize,
+    prefetch: Option<usize>,
+    max_held: usize,
+    max_held_bytes: usize,
+    receive_batch: usize,
+    wait_time: Duration,
+    visibility_timeout: Option<Duration>,
+    max_batch_wait: Duration,
+    max_batches_in_flight: usize,
+    shutdown_timeout: Duration,
+    backoff: Backoff,
+    heartbeat: bool,
+    heartbeat_margin: Option<Duration>,
+    fifo_order: FifoOrder,
+    on_handler_error: Outcome,
+    redrive_write: RedriveWrite,
+    max_attempts: Option<u32>,
+    dead_letter: Option<String>,
+    create_if_missing: bool,
+    give_up_after: Duration,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        Self {
+            api: None,
+            queue: None,
+            receivers: DEFAULT_RECEIVERS,
+            workers: 64,
+            prefetch: None,
+            max_held: DEFAULT_MAX_HELD,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
+            receive_batch: ReceiveBatch::MAX,
+            wait_time: WaitTime::MAX,
+            visibility_timeout: None,
+            max_batch_wait: Duration::from_millis(5),
+            max_batches_in_flight: 128,
+            shutdown_timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            heartbeat: true,
+            heartbeat_margin: None,
+            fifo_order: FifoOrder::default(),
+            on_handler_error: Outcome::Retry,
+            redrive_write: RedriveWrite::default(),
+            max_attempts: None,
+            dead_letter: None,
+            create_if_missing: false,
+            give_up_after: DEFAULT_GIVE_UP_AFTER,
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("queue", &self.queue)
+            .field("receivers", &self.receivers)
+            .field("workers", &self.workers)
+            .field("prefetch", &self.prefetch)
+            .field("max_held", &self.max_held)
+            .field("max_held_bytes", &self.max_held_bytes)
+            .field("receive_batch", &self.receive_batch)
+            .field("wait_time", &self.wait_time)
+            .field("visibility_timeout", &self.visibility_timeout)
+            .field("max_batch_wait", &self.max_batch_wait)
+            .field("max_batches_in_flight", &self.max_batches_in_flight)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("backoff", &self.backoff)
+            .field("heartbeat", &self.heartbeat)
+            .field("heartbeat_margin", &self.heartbeat_margin)
+            .field("fifo_order", &self.fifo_order)
+            .field("on_handler_error", &self.on_handler_error)
+            .field("redrive_write", &self.redrive_write)
+            .field("max_attempts", &self.max_attempts)
+            .field("dead_letter", &self.dead_letter)
+            .field("create_if_missing", &self.create_if_missing)
+            .field("give_up_after", &self.give_up_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineBuilder {
+    /// Talks to SQS with a client made from an `aws-config` [`SdkConfig`](aws_types::SdkConfig)
+    /// (credentials, region, endpoint and `AWS_ENDPOINT_URL` as it resolved them). The SDK's
+    /// own retries are turned off: the engine retries, with backoff and jitter, and counts.
+    pub fn sdk_config(self, config: &aws_types::SdkConfig) -> Self {
+        self.api(AwsSqs::from_sdk_config(config))
+    }
+
+    /// Talks to SQS through `client`, as it is configured.
+    pub fn client(self, client: aws_sdk_sqs::Client) -> Self {
+        self.api(AwsSqs::new(client))
+    }
+
+    /// Talks to SQS through any [`SqsApi`]: a wrapper that observes the calls, or a stand-in.
+    pub fn api(mut self, api: impl SqsApi) -> Self {
+        self.api = Some(Arc::new(api));
+        self
+    }
+
+    /// The queue to consume, by name or by URL. Required.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// The most long-poll loops on the queue at once, 1..=256. Default 128.
+    ///
+    /// The engine runs as many as keep up with the queue: one while receives come back empty
+    /// or partly filled (an idle queue costs one long poll at a time), one more each time a
+    /// receive comes back full while the prefetch has room, so that a busy queue on a slow
+    /// link gets as many receives in flight as its round trip needs (messages in flight =
+    /// throughput × round trip: 20,000 a second at 50 ms is 1,000 messages, 100 receives).
+    pub fn receivers(mut self, receivers: usize) -> Self {
+        self.receivers = receivers;
+        self
+    }
+
+    /// Handler invocations at once, 1..=100 000. Default 64. A message whose handler has
+    /// returned no longer counts here while its settlement waits for SQS.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Messages received, or being received, ahead of a free worker (with the
+    /// [`Consumer`](crate::Consumer), not yet handed out), at least one receive batch; each
+    /// receiver waits for room for a whole receive batch before it calls. Default: one receive
+    /// batch per receiver ([`receivers`](Self::receivers)); at most 100 000.
+    pub fn prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = Some(prefetch);
+        self
+    }
+
+    /// The most messages the engine holds at once: received and not yet settled, whether
+    /// waiting for a worker, being handled, or waiting for SQS's answer to their settlement
+    /// (then only their receipt handle is kept). At least one receive batch. Default 4,096.
+    pub fn max_held(mut self, messages: usize) -> Self {
+        self.max_held = messages;
+        self
+    }
+
+    /// The most bytes of message bodies held at once (each body counted in whole KiB, until
+    /// its message is settled), at least 1 MiB. Receivers wait for room once they have a
+    /// receive's messages in hand, so the bound can be passed by what the receives in flight
+    /// bring, never by more. Default 64 MiB.
+    pub fn max_held_bytes(mut self, bytes: usize) -> Self {
+        self.max_held_bytes = bytes;
+        self
+    }
+
+    /// Messages asked for per receive call, 1..=10. Default 10: fewer costs more requests
+    /// per message.
+    pub fn receive_batch(mut self, messages: usize) -> Self {
+        self.receive_batch = messages;
+        self
+    }
+
+    /// The long-poll wait, 0..=20 s. Default 20 s, the fewest empty receives.
+    pub fn wait_time(mut self, wait: Duration) -> Self {
+        self.wait_time = wait;
+        self
+    }
+
+    /// The visibility timeout asked for at each receive, whole seconds up to 12 hours.
+    /// Default: the queue's own.
+    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a settlement may wait for others to share its batch call while a call of its
+    /// kind is in flight, up to 1 s. An entry goes out at once when no call of its kind is in
+    /// flight, and with the batch as soon as ten are waiting. Default 5 ms.
+    pub fn max_batch_wait(mut self, wait: Duration) -> Self {
+        self.max_batch_wait = wait;
+        self
+    }
+
+    /// Batch calls of one kind in flight at once, 1..=256. Default 16.
+    pub fn max_batches_in_flight(mut self, calls: usize) -> Self {
+        self.max_batches_in_flight = calls;
+        self
+    }
+
+    /// How long shutdown waits for running handlers before it drops them (their messages come
+    /// back when their visibility lapses). Pending settlements are sent whatever this is.
+    /// Default 30 s.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How failed settlement and startup calls are retried. Default: 50 ms doubling to 5 s,
+    /// 8 attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Whether the heartbeat keeps unsettled messages invisible while their handlers run.
+    /// Default on. It extends a message's visibility by the visibility timeout (or five
+    /// margins, where that is longer: a 2 s timeout is extended by 5 s) when its deadline comes
+    /// within the margin, in batch calls shared with other messages (a message falling due
+    /// within a margin joins a call going out anyway), and never past 12 hours from the
+    /// receive. With a visibility timeout under 2 s it stays off.
+    pub fn heartbeat(mut self, on: bool) -> Self {
+        self.heartbeat = on;
+        self
+    }
+
+    /// How long before a message's visibility deadline the heartbeat extends it. Default: a
+    /// fifth of the visibility timeout, at least 1 s and at most 60 s; never more than half
+    /// the timeout. At least 1 s: a smaller margin would send extensions at the deadline
+    /// itself, after SQS may already have handed the message out again. Make it larger than
+    /// the worst delay of a `ChangeMessageVisibilityBatch` call, retries included.
+    pub fn heartbeat_margin(mut self, margin: Duration) -> Self {
+        self.heartbeat_margin = Some(margin);
+        self
+    }
+
+    /// On a FIFO queue, when the next message of a group may start: once SQS confirmed the
+    /// delete of the one before ([`FifoOrder::Confirmed`], the default) or as soon as its
+    /// handler returned ([`FifoOrder::Outcome`]). Either way one message of a group is handled
+    /// at a time, in order, while the workers take other groups. No effect on a standard queue.
+    pub fn fifo_order(mut self, order: FifoOrder) -> Self {
+        self.fifo_order = order;
+        self
+    }
+
+    /// How a message is settled when its handler returns an `Err` (see
+    /// [`HandlerResult`](crate::HandlerResult)). Default [`Outcome::Retry`]: the message comes
+    /// back at once, its receive count one higher, and the redrive policy (if any) moves it on
+    /// after its last allowed receive. The error is logged on the message's span either way.
+    pub fn on_handler_error(mut self, outcome: Outcome) -> Self {
+        self.on_handler_error = outcome;
+        self
+    }
+
+    /// The receives after which SQS moves a message to the dead-letter queue, 1..=1000: the
+    /// redrive policy's `maxReceiveCount`. Goes with [`dead_letter`](Self::dead_letter).
+    ///
+    /// With a redrive policy, [`Outcome::Drop`] on a delivery at this receive count returns the
+    /// message (visibility 0) instead of deleting it, since the next receive is what moves it
+    /// to the dead-letter queue.
+    pub fn max_attempts(mut self, receives: u32) -> Self {
+        self.max_attempts = Some(receives);
+        self
+    }
+
+    /// Whether the engine writes its declared redrive policy onto the queue: when it differs
+    /// from the queue's own (the default, [`RedriveWrite::WhenDifferent`]: nothing is written,
+    /// and no `sqs:SetQueueAttributes` needed, when the queue already has it), or never
+    /// ([`RedriveWrite::Never`]: the engine refuses to start when they differ, for queues whose
+    /// policy belongs to Terraform or CloudFormation).
+    ///
+    /// Without [`max_attempts`](Self::max_attempts) and [`dead_letter`](Self::dead_letter),
+    /// the engine adopts the queue's own policy: a drop at its cap returns the message so that
+    /// SQS moves it to the dead-letter queue.
+    pub fn redrive_write(mut self, write: RedriveWrite) -> Self {
+        self.redrive_write = write;
+        self
+    }
+
+    /// The dead-letter queue, by name or URL, that the redrive policy points at. Goes with
+    /// [`max_attempts`](Self::max_attempts). It must exist when the engine starts, unless
+    /// [`create_if_missing`](Self::create_if_missing) is set, and be FIFO when the queue is.
+    ///
+    /// The engine writes the policy onto the queue with `SetQueueAttributes` when it starts
+    /// and the queue's own differs (see [`redrive_write`](Self::redrive_write)); that needs
+    /// `sqs:SetQueueAttributes` on the queue and `sqs:GetQueueAttributes` on the dead-letter
+    /// queue.
+    pub fn dead_letter(mut self, queue: impl Into<String>) -> Self {
+        self.dead_letter = Some(queue.into());
+        self
+    }
+
+    /// Create the queue, and the dead-letter queue, when they do not exist. A name ending in
+    /// `.fifo` makes a FIFO queue. Default off.
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
+    /// How long receives may fail in a way retrying cannot mend (the queue was deleted, the
+    /// credentials are refused) before the engine gives up: it stops receiving, lets its
+    /// handlers finish, sends their settlements, and [`run`](Engine::run) returns
+    /// [`Error::GaveUp`]. The engine reports itself unhealthy from the first such failure
+    /// ([`Engine::health`]). Transient failures (throttling, 5xx, the network) never make it
+    /// give up. Default [`DEFAULT_GIVE_UP_AFTER`] (5 minutes); at least 1 s.
+    pub fn give_up_after(mut self, after: Duration) -> Self {
+        self.give_up_after = after;
+        self
+    }
+
+    /// Checks the settings and makes the engine. Nothing is called on SQS yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the first setting out of range, or the missing queue or
+    /// client; [`Error::IncompleteRedrive`] when only one of
+    /// [`max_attempts`](Self::max_attempts) and [`dead_letter`](Self::dead_letter) is set.
+    pub fn build(self) -> Result<Engine, Error> {
+        let api = self
+            .api
+            .ok_or_else(|| ConfigError::new("sdk_config / client / api", "unset", "set"))?;
+        let queue = self
+            .queue
+            .filter(|q| !q.is_empty())
+            .ok_or_else(|| ConfigError::new("queue", "unset", "a queue name or URL"))?;
+        let receivers = Receivers::new(self.receivers)?.get();
+        let workers = Workers::new(self.workers)?.get();
+        let receive_batch = ReceiveBatch::new(self.receive_batch)?.get();
+        let max_batches_in_flight = BatchesInFlight::new(self.max_batches_in_flight)?.get();
+        let wait_time = WaitTime::new(self.wait_time)?.get();
+        let visibility_timeout = match self.visibility_timeout {
+            Some(timeout) if timeout > MAX_VISIBILITY || timeout.subsec_nanos() != 0 => {
+                return Err(ConfigError::duration(
+                    "visibility_timeout",
+                    timeout,
+                    "whole seconds, at most 12 hours",
+                )
+                .into());
+            }
+            Some(timeout) => Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
+            None => None,
+        };
+        let max_batch_wait = MaxBatchWait::new(self.max_batch_wait)?.get();
+        if let Some(margin) = self.heartbeat_margin
+            && margin < MIN_HEARTBEAT_MARGIN
+        {
+            return Err(ConfigError::duration("heartbeat_margin", margin, "at least 1 s").into());
+        }
+        let prefetch = Prefetch::new(self.prefetch.unwrap_or(receive_batch * receivers))?.get();
+        if self.give_up_after < Duration::from_secs(1) {
+            return Err(
+                ConfigError::duration("give_up_after", self.give_up_after, "at least 1 s").into(),
+            );
+        }
+        let queue_name = crate::queue_url::name_of(&queue).to_owned();
+        check_range(
+            "max_held",
+            self.max_held,
+            receive_batch..=MAX_HELD,
+            "at least one receive batch, at most 1000000",
+        )?;
+        check_range(
+            "max_held_bytes",
+            self.max_held_bytes,
+            (1 << 20)..=(1 << 40),
+            "1 MiB..=1 TiB",
+        )?;
+        let redrive = match (self.max_attempts, self.dead_letter) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::IncompleteRedrive {
+                    queue,
+                    declared: "max_attempts(..)",
+                    missing: "dead_letter(..)",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(Error::IncompleteRedrive {
+                    queue,
+                    declared: "dead_letter(..)",
+                    missing: "max_attempts(..)",
+                });
+            }
+            (Some(receives), Some(dead_letter)) => {
+                let receives = MaxReceiveCount::new(receives)?.get();
+                Some(Redrive {
+                    max_receive_count: receives,
+                    dead_letter,
+                    write: self.redrive_write,
+                })
+            }
+        };
+        Ok(Engine {
+            api,
+            queue,
+            receivers,
+            workers,
+            capacity: self.max_held,
+            capacity_kib: self.max_held_bytes / 1024,
+            prefetch,
+            receive: ReceiverConfig {
+                max_messages: u8::try_from(receive_batch).unwrap_or(10),
+                wait_time,
+            },
+            visibility_timeout,
+            coalescer: CoalescerConfig {
+                max_batch: 10,
+                max_wait: max_batch_wait,
+                idle_wait: crate::settle::coalescer::IDLE_GATHER,
+                max_in_flight: max_batches_in_flight,
+            },
+            shutdown_timeout: self.shutdown_timeout,
+            backoff: self.backoff,
+            heartbeat: self.heartbeat.then_some(self.heartbeat_margin),
+            fifo_order: self.fifo_order,
+            on_handler_error: self.on_handler_error,
+            redrive,
+            create_if_missing: self.create_if_missing,
+            stats: Arc::new(StatsCells::default()),
+            health: HealthCells::new(&queue_name, self.give_up_after),
+        })
+    }
+}
+
+/// The most messages held, whatever the setting.
+const MAX_HELD: usize = 1_000_000;
+
+/// The most receivers at once, unless told otherwise.
+const DEFAULT_RECEIVERS: usize = 128;
+
+/// The most messages held at once, unless told otherwise.
+const DEFAULT_MAX_HELD: usize = 4_096;
+
+/// The most bytes of bodies held at once, unless told otherwise: 64 MiB.
+const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
+
+/// The smallest heartbeat margin: an extension must reach SQS before the deadline.
+const MIN_HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
+
+fn check_range(
+    setting: &'static str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+    expected: &'static str,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(setting, value, expected))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stand_in::StandIn;
+
+    fn builder() -> EngineBuilder {
+        Engine::builder()
+            .api(StandIn::scripted(Vec::new()))
+            .queue("q")
+    }
+
+    fn refused(builder: EngineBuilder, setting: &str) {
+        match builder.build() {
+            Err(Error::Config(error)) => {
+                assert!(error.to_string().contains(setting), "{error}");
+            }
+            other => panic!("{setting}: expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_prefetch_past_its_bound_is_refused_rather_than_overflowing_the_slots() {
+        refused(builder().prefetch(usize::MAX), "prefetch");
+        refused(builder().prefetch(Prefetch::MAX + 1), "prefetch");
+        refused(
+            builder().workers(100_000).prefetch(usize::MAX - 50_000),
+            "prefetch",
+        );
+        builder()
+            .workers(100_000)
+            .prefetch(Prefetch::MAX)
+            .build()
+            .expect("the largest settings fit the engine's slots");
+    }
+
+    #[test]
+    fn a_heartbeat_margin_under_a_second_is_refused() {
+        refused(
+            builder().heartbeat_margin(Duration::ZERO),
+            "heartbeat_margin",
+        );
+        refused(
+            builder().heartbeat_margin(Duration::from_millis(999)),
+            "heartbeat_margin",
+        );
+        builder()
+            .heartbeat_margin(Duration::from_secs(1))
+            .build()
+            .expect("one second is enough");
+        builder()
+            .heartbeat_margin(Duration::MAX)
+            .build()
+            .expect("a margin past half the timeout is shortened to half of it");
+    }
+}

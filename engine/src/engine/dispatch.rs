@@ -1,0 +1,400 @@
+//! The dispatch of deliveries to the handlers: one message per handler call, or a receive's
+//! messages together, until shutdown.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug_span, error, warn};
+
+use crate::consumer::Consumer;
+use crate::delivery::Delivery;
+use crate::handler::{BatchHandler, Handler, HandlerResult};
+use crate::outcome::{BatchOutcome, Outcome};
+use crate::queue::QueueRuntime;
+
+/// Hands the deliveries to the handlers until `shutdown` completes, then shuts the consumer
+/// down: the receivers stop, what was not started goes back, running handlers get
+/// `shutdown_timeout`, and every settlement is sent.
+pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
+    mut consumer: Consumer,
+    dispatch: Dispatch<S, B>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    workers: usize,
+    shutdown_timeout: Duration,
+) {
+    let control = consumer.handle();
+
+    let stop = CancellationToken::new();
+    let watcher = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                () = shutdown => stop.cancel(),
+                () = stop.cancelled() => {}
+            }
+        })
+    };
+
+    let tasks = TaskTracker::new();
+    let workers = Arc::new(Semaphore::new(workers));
+    let abort = CancellationToken::new();
+    let mut returned = Vec::new();
+    'receive: loop {
+        match &dispatch {
+            Dispatch::Single(handler) => {
+                let Some(Some(delivery)) = unless_stopped(&stop, consumer.recv()).await else {
+                    break 'receive;
+                };
+                // The pool's semaphore is never closed.
+                let Some(Ok(permit)) =
+                    unless_stopped(&stop, Arc::clone(&workers).acquire_owned()).await
+                else {
+                    returned.push(delivery);
+                    break 'receive;
+                };
+                // The rest of the same receive batch that can start now (a free worker
+                // each) starts with it, on one task: its handlers still run concurrently
+                // and settle each on its own, but the batch stays on one thread and costs
+                // one spawn instead of one per message.
+                let mut group = Vec::with_capacity(GROUP_MAX);
+                group.push((delivery, permit));
+                while group.len() < GROUP_MAX {
+                    let Ok(permit) = Arc::clone(&workers).try_acquire_owned() else {
+                        break;
+                    };
+                    let Some(delivery) = consumer.try_recv_buffered() else {
+                        break;
+                    };
+                    group.push((delivery, permit));
+                }
+                let abort = abort.clone();
+                let handles: Vec<_> = group
+                    .into_iter()
+                    .map(|(delivery, permit)| handle_one(Arc::clone(handler), delivery, permit))
+                    .collect();
+                tasks.spawn(async move {
+                    tokio::select! {
+                        biased;
+                        () = JoinAll::new(handles) => {}
+                        () = abort.cancelled() => {}
+                    }
+                });
+            }
+            Dispatch::Batch(handler) => {
+                let Some(Some(batch)) = unless_stopped(&stop, consumer.recv_batch(10)).await else {
+                    break 'receive;
+                };
+                let Some(Ok(permit)) =
+                    unless_stopped(&stop, Arc::clone(&workers).acquire_owned()).await
+                else {
+                    returned.extend(batch);
+                    break 'receive;
+                };
+                let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
+                    continue;
+                };
+                let handler = Arc::clone(handler);
+                let abort = abort.clone();
+                let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
+                tasks.spawn(
+                    async move {
+                        let _permit = permit;
+                        let (messages, tickets): (Vec<_>, Vec<_>) =
+                            batch.into_iter().map(Delivery::into_parts).unzip();
+                        let timer = HandlerTimer::start(&queue);
+                        let outcome = tokio::select! {
+                            biased;
+                            outcome = handler.handle(messages) => outcome,
+                            () = abort.cancelled() => return,
+                        };
+                        drop(timer);
+                        settle_batch(&queue, tickets, outcome);
+                    }
+                    .instrument(span),
+                );
+            }
+        }
+    }
+
+    // Shutdown: no more receives; what was received but not started goes back at once.
+    stop.cancel();
+    let _ = watcher.await;
+    // Handed out but not started: they no longer count as prefetched, and go back too.
+    for delivery in returned {
+        delivery.settle_detached(Outcome::Retry);
+    }
+    consumer.close().await;
+    tasks.close();
+    if tokio::time::timeout(shutdown_timeout, tasks.wait())
+        .await
+        .is_err()
+    {
+        warn!(queue = control.queue(), timeout = ?shutdown_timeout, "handlers still running at the shutdown timeout; dropping them unsettled");
+        abort.cancel();
+        tasks.wait().await;
+    }
+    // Every handler is done: no delivery is left to keep invisible.
+    control.shutdown().await;
+    drop(consumer);
+}
+
+/// `future`'s output, or `None` once `stop` is cancelled (looked at first). `future` must be
+/// cancel safe: it is dropped when `stop` wins.
+async fn unless_stopped<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        value = future => Some(value),
+    }
+}
+
+/// The most deliveries of one receive batch started on one task.
+const GROUP_MAX: usize = 10;
+
+/// One message through the handler and on to its settlement, holding a worker until done.
+pub(crate) fn handle_one<H: Handler>(
+    handler: Arc<H>,
+    delivery: Delivery,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    let queue = Arc::clone(delivery.queue());
+    let span = message_span(&queue.name, delivery.message());
+    Box::pin(
+        async move {
+            let _permit = permit;
+            let (message, ticket) = delivery.into_parts();
+            let timer = HandlerTimer::start(&queue);
+            let outcome = match handler.handle(message).await.into_outcome() {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    let outcome = queue.on_handler_error;
+                    warn!(error = %error, outcome = outcome.as_str(), "handler failed; settling by the error policy");
+                    outcome
+                }
+            };
+            drop(timer);
+            // Queued now; the answer is recorded and logged by the flusher.
+            ticket.settle_detached(outcome);
+        }
+        .instrument(span),
+    )
+}
+
+/// The span a message's handler runs in, at INFO so that a subscriber's default level shows
+/// it, with OpenTelemetry's messaging fields and the message's trace context: the
+/// `AWSTraceHeader` system attribute (X-Ray) and a `traceparent` message attribute (W3C).
+pub(crate) fn message_span(queue: &str, message: &crate::message::Message) -> tracing::Span {
+    tracing::info_span!(
+        "message",
+        messaging.system = "aws_sqs",
+        messaging.operation.type = "process",
+        messaging.destination.name = queue,
+        messaging.message.id = message.id(),
+        messaging.sqs.receive_count = message.receive_count(),
+        messaging.message.group_id = message.group_id(),
+        aws.trace_header = message.attribute("AWSTraceHeader"),
+        traceparent = message
+            .message_attribute("traceparent")
+            .and_then(crate::attribute::MessageAttribute::as_str),
+    )
+}
+
+/// Runs handler futures concurrently until all are done. A future that panics is dropped
+/// (its message left unsettled, as a panicking handler on a task of its own would leave it)
+/// and the others go on.
+pub(crate) struct JoinAll {
+    futures: Vec<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    left: usize,
+}
+
+impl JoinAll {
+    pub(crate) fn new(futures: Vec<Pin<Box<dyn Future<Output = ()> + Send>>>) -> Self {
+        let left = futures.len();
+        Self {
+            futures: futures.into_iter().map(Some).collect(),
+            left,
+        }
+    }
+}
+
+impl Future for JoinAll {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        for slot in &mut this.futures {
+            let Some(future) = slot else {
+                continue;
+            };
+            let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+            match polled {
+                Ok(Poll::Pending) => {}
+                Ok(Poll::Ready(())) | Err(_) => {
+                    *slot = None;
+                    this.left -= 1;
+                }
+            }
+        }
+        if this.left == 0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Times a handler invocation and counts it as running until dropped.
+struct HandlerTimer<'a> {
+    queue: &'a QueueRuntime,
+    started: tokio::time::Instant,
+}
+
+impl<'a> HandlerTimer<'a> {
+    fn start(queue: &'a QueueRuntime) -> Self {
+        queue.metrics.handler_started();
+        Self {
+            queue,
+            started: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for HandlerTimer<'_> {
+    fn drop(&mut self) {
+        self.queue
+            .metrics
+            .handler_ended(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// Settles the messages of a batch with the batch handler's answer.
+fn settle_batch(
+    queue: &QueueRuntime,
+    tickets: Vec<crate::delivery::Ticket>,
+    outcome: BatchOutcome,
+) {
+    let outcomes = match outcome {
+        BatchOutcome::All(outcome) => vec![outcome; tickets.len()],
+        BatchOutcome::Each(outcomes) => {
+            if outcomes.len() != tickets.len() {
+                error!(
+                    queue = %queue.name,
+                    messages = tickets.len(),
+                    outcomes = outcomes.len(),
+                    "batch handler returned a different number of outcomes than messages; the messages without one are left unsettled"
+                );
+            }
+            outcomes
+        }
+    };
+    if queue.fifo {
+        check_group_order(queue, &tickets, &outcomes);
+    }
+    for (ticket, outcome) in tickets.into_iter().zip(outcomes) {
+        ticket.settle_detached(outcome);
+    }
+}
+
+/// A batch handler owns the order of a FIFO receive: warns (once per queue) when it answered a
+/// message of a group with anything but a delete and a later message of the same group with a
+/// delete, which hands the later one's successors out before the earlier one comes back.
+fn check_group_order(
+    queue: &QueueRuntime,
+    tickets: &[crate::delivery::Ticket],
+    outcomes: &[Outcome],
+) {
+    let mut stopped: Vec<&str> = Vec::new();
+    for (ticket, outcome) in tickets.iter().zip(outcomes) {
+        let Some(group) = ticket.group() else {
+            continue;
+        };
+        let deletes = matches!(outcome, Outcome::Ack | Outcome::Drop);
+        if !deletes {
+            stopped.push(group);
+        } else if stopped.contains(&&**group) {
+            if !queue
+                .warned_batch_order
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                warn!(
+                    queue = %queue.name,
+                    group = %group,
+                    message_id = ticket.message_id(),
+                    "a batch handler deleted a FIFO message after not deleting an earlier one of its group: the group's order is broken (answer the rest of the group like the earlier one to keep it); warned once per queue"
+                );
+            }
+            return;
+        }
+    }
+}
+
+pub(super) enum Dispatch<S, B> {
+    Single(Arc<S>),
+    Batch(Arc<B>),
+}
+
+/// Stands in for the handler kind a run does not use; never called.
+pub(super) struct NoHandler;
+
+impl Handler for NoHandler {
+    type Output = Outcome;
+
+    async fn handle(&self, _message: crate::message::Message) -> Outcome {
+        Outcome::Retry
+    }
+}
+
+impl BatchHandler for NoHandler {
+    async fn handle(&self, _messages: Vec<crate::message::Message>) -> BatchOutcome {
+        BatchOutcome::All(Outcome::Retry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A handler future that yields once (so the others run meanwhile), then counts itself
+    /// done, or panics.
+    fn step(done: &Arc<AtomicUsize>, panics: bool) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let done = Arc::clone(done);
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            assert!(!panics, "this handler panics");
+            done.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+
+    #[tokio::test]
+    async fn the_handlers_of_a_group_all_finish_though_one_of_them_panics() {
+        let done = Arc::new(AtomicUsize::new(0));
+        let group = vec![
+            step(&done, false),
+            step(&done, true),
+            step(&done, false),
+            step(&done, false),
+        ];
+        tokio::time::timeout(Duration::from_secs(5), tokio::spawn(JoinAll::new(group)))
+            .await
+            .expect("the group finishes")
+            .expect("the group's task survives a panicking handler");
+        assert_eq!(done.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_group_is_done_at_once() {
+        tokio::time::timeout(Duration::from_secs(1), JoinAll::new(Vec::new()))
+            .await
+            .expect("an empty group is ready when first polled");
+    }
+}
