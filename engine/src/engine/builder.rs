@@ -214,7 +214,7 @@ impl EngineBuilder {
         self
     }
 
-    /// Batch calls of one kind in flight at once, 1..=256. Default 16.
+    /// Batch calls of one kind in flight at once, 1..=256. Default 128.
     pub fn max_batches_in_flight(mut self, calls: usize) -> Self {
         self.max_batches_in_flight = calls;
         self
