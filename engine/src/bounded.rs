@@ -78,24 +78,32 @@ bounded! {
     MaxReceiveCount(u32): "max_attempts" in 1..=1000
 }
 
-/// A duration setting with an upper bound, stated once: the check and the text an
-/// out-of-range value's [`ConfigError`] names (`"at most 20 s"`) both derive from it.
-macro_rules! at_most {
-    ($(#[$doc:meta])* $name:ident: $setting:literal, $max:literal s) => {
+/// A duration setting with a bound (`at most` or `at least` whole seconds), stated once: the
+/// check and the text an out-of-range value's [`ConfigError`] names (`"at most 20 s"`) both
+/// derive from it. The bound is the type's `MAX` or `MIN`.
+macro_rules! bounded_duration {
+    ($(#[$doc:meta])* $name:ident: $setting:literal, at most $secs:literal s) => {
+        bounded_duration!(@ $(#[$doc])* $name, $setting, MAX, <=, "at most ", $secs);
+    };
+    ($(#[$doc:meta])* $name:ident: $setting:literal, at least $secs:literal s) => {
+        bounded_duration!(@ $(#[$doc])* $name, $setting, MIN, >=, "at least ", $secs);
+    };
+    (@ $(#[$doc:meta])* $name:ident, $setting:literal, $bound:ident, $op:tt, $words:literal,
+        $secs:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) struct $name(Duration);
 
         #[allow(dead_code, reason = "each setting uses the part of the bound it needs")]
         impl $name {
-            /// The longest allowed.
-            pub(crate) const MAX: Duration = Duration::from_secs($max);
+            /// The bound.
+            pub(crate) const $bound: Duration = Duration::from_secs($secs);
             /// The bound, as an error names it.
-            pub(crate) const EXPECTED: &'static str = concat!("at most ", $max, " s");
+            pub(crate) const EXPECTED: &'static str = concat!($words, $secs, " s");
 
             /// `value`, when it is within the bound.
             pub(crate) fn new(value: Duration) -> Result<Self, ConfigError> {
-                if value <= Self::MAX {
+                if value $op Self::$bound {
                     Ok(Self(value))
                 } else {
                     Err(ConfigError::duration($setting, value, Self::EXPECTED))
@@ -110,15 +118,27 @@ macro_rules! at_most {
     };
 }
 
-at_most! {
+bounded_duration! {
     /// [`wait_time`](crate::EngineBuilder::wait_time): the long-poll wait, as SQS allows it.
-    WaitTime: "wait_time", 20 s
+    WaitTime: "wait_time", at most 20 s
 }
 
-at_most! {
+bounded_duration! {
     /// [`max_batch_wait`](crate::EngineBuilder::max_batch_wait): how long a settlement may
     /// wait for company.
-    MaxBatchWait: "max_batch_wait", 1 s
+    MaxBatchWait: "max_batch_wait", at most 1 s
+}
+
+bounded_duration! {
+    /// [`heartbeat_margin`](crate::EngineBuilder::heartbeat_margin): an extension must reach
+    /// SQS before the deadline.
+    HeartbeatMargin: "heartbeat_margin", at least 1 s
+}
+
+bounded_duration! {
+    /// [`give_up_after`](crate::EngineBuilder::give_up_after): how long receives may fail for
+    /// good before the engine gives up.
+    GiveUpAfter: "give_up_after", at least 1 s
 }
 
 #[cfg(test)]
@@ -152,6 +172,13 @@ mod tests {
                 .expect_err("refused")
                 .to_string(),
             "`wait_time` is 20.001s, but must be at most 20 s"
+        );
+        assert!(HeartbeatMargin::new(Duration::from_secs(1)).is_ok());
+        assert_eq!(
+            HeartbeatMargin::new(Duration::from_millis(999))
+                .expect_err("refused")
+                .to_string(),
+            "`heartbeat_margin` is 999ms, but must be at least 1 s"
         );
     }
 }

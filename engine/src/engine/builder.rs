@@ -9,8 +9,8 @@ use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::backoff::Backoff;
 use crate::bounded::{
-    BatchesInFlight, MaxBatchWait, MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime,
-    Workers,
+    BatchesInFlight, GiveUpAfter, HeartbeatMargin, MaxBatchWait, MaxReceiveCount, Prefetch,
+    ReceiveBatch, Receivers, WaitTime, Workers,
 };
 use crate::error::{ConfigError, Error};
 use crate::fifo::FifoOrder;
@@ -363,17 +363,12 @@ impl EngineBuilder {
             None => None,
         };
         let max_batch_wait = MaxBatchWait::new(self.max_batch_wait)?.get();
-        if let Some(margin) = self.heartbeat_margin
-            && margin < MIN_HEARTBEAT_MARGIN
-        {
-            return Err(ConfigError::duration("heartbeat_margin", margin, "at least 1 s").into());
-        }
+        let heartbeat_margin = self
+            .heartbeat_margin
+            .map(|margin| HeartbeatMargin::new(margin).map(HeartbeatMargin::get))
+            .transpose()?;
         let prefetch = Prefetch::new(self.prefetch.unwrap_or(receive_batch * receivers))?.get();
-        if self.give_up_after < Duration::from_secs(1) {
-            return Err(
-                ConfigError::duration("give_up_after", self.give_up_after, "at least 1 s").into(),
-            );
-        }
+        let give_up_after = GiveUpAfter::new(self.give_up_after)?.get();
         let queue_name = crate::queue_url::name_of(&queue).to_owned();
         check_range(
             "max_held",
@@ -433,13 +428,13 @@ impl EngineBuilder {
             },
             shutdown_timeout: self.shutdown_timeout,
             backoff: self.backoff,
-            heartbeat: self.heartbeat.then_some(self.heartbeat_margin),
+            heartbeat: self.heartbeat.then_some(heartbeat_margin),
             fifo_order: self.fifo_order,
             on_handler_error: self.on_handler_error,
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
-            health: HealthCells::new(&queue_name, self.give_up_after),
+            health: HealthCells::new(&queue_name, give_up_after),
         })
     }
 }
@@ -455,9 +450,6 @@ const DEFAULT_MAX_HELD: usize = 4_096;
 
 /// The most bytes of bodies held at once, unless told otherwise: 64 MiB.
 const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
-
-/// The smallest heartbeat margin: an extension must reach SQS before the deadline.
-const MIN_HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
 
 fn check_range(
     setting: &'static str,
