@@ -437,4 +437,117 @@ mod tests {
         assert!(s.poll(start + Duration::from_secs(60)).is_empty());
         assert_eq!(s.next_deadline(), None);
     }
+
+    #[test]
+    fn a_registration_due_when_the_driver_looks_anyway_does_not_wake_it() {
+        let start = Instant::now();
+        let mut s = state();
+        register(&mut s, "a", start);
+        s.poll(start);
+        assert_eq!(s.armed, Some(start + Duration::from_secs(24)));
+        assert!(
+            !s.register(
+                Arc::from("b"),
+                Arc::from("b"),
+                start + VT,
+                start + MAX_VISIBILITY
+            )
+            .1,
+            "due exactly when the driver wakes"
+        );
+    }
+
+    #[test]
+    fn extensions_due_within_a_margin_fill_the_visibility_call_that_goes_out() {
+        let start = Instant::now();
+        let mut s = state();
+        // Due at 24 s; the margin is 6 s, the slack 3 s.
+        register(&mut s, "a", start);
+        // Due at 28 s and 29 s: past the slack, within the margin.
+        register(&mut s, "b", start + Duration::from_secs(4));
+        register(&mut s, "c", start + Duration::from_secs(5));
+        // Due at 31 s: past the margin.
+        register(&mut s, "d", start + Duration::from_secs(7));
+        let due = start + Duration::from_secs(24);
+        let sent = s.poll(due);
+        assert_eq!(described(&sent, due), vec![vec!["+a=30", "+b=30", "+c=30"]]);
+        assert_eq!(s.next_deadline(), Some(start + Duration::from_secs(31)));
+    }
+
+    #[test]
+    fn full_visibility_calls_take_no_extension_early() {
+        let start = Instant::now();
+        let mut s = state();
+        register(&mut s, "a", start);
+        register(&mut s, "b", start + Duration::from_secs(4));
+        // With a's extension, three full calls of ten.
+        for i in 0..29 {
+            s.settle(None, Lane::Visibility, |_| {
+                retry_after(&format!("r{i}"), Duration::ZERO, start)
+            })
+            .expect("open");
+        }
+        let due = start + Duration::from_secs(24);
+        let sent = s.poll(due);
+        let sizes: Vec<usize> = sent.iter().map(|batch| batch.entries.len()).collect();
+        assert_eq!(sizes, [10, 10, 10]);
+        assert_eq!(
+            s.next_deadline(),
+            Some(start + Duration::from_secs(28)),
+            "b waits for its own due time"
+        );
+    }
+
+    #[test]
+    fn a_longer_round_trip_lets_more_entries_wait_before_settlement_is_behind() {
+        let start = Instant::now();
+        let mut s: SettleState<&'static str> = SettleState::new(
+            CoalescerConfig {
+                max_batch: 10,
+                max_wait: Duration::from_millis(5),
+                idle_wait: Duration::ZERO,
+                max_in_flight: 128,
+            },
+            None,
+        );
+        // Sixteen calls of ten are allowed in flight before any round trip is known.
+        for i in 0..=160 {
+            assert!(!s.is_backlogged(), "{i} entries waiting");
+            s.settle(None, Lane::Delete, |_| Entry {
+                receipt: Arc::from(format!("r{i}")),
+                visibility: None,
+                enqueued_at: start,
+                token: Token::Settle("handler"),
+            })
+            .expect("open");
+        }
+        assert!(s.is_backlogged());
+        s.round_trip(Duration::from_millis(50));
+        assert!(!s.is_backlogged(), "128 calls of ten may be in flight");
+    }
+
+    #[test]
+    fn a_failed_extension_is_of_consequence_only_while_the_delivery_is_tracked() {
+        let start = Instant::now();
+        let mut s = state();
+        let key = register(&mut s, "r", start);
+        assert!(s.failed(key));
+        s.forget(key);
+        assert!(!s.failed(key));
+    }
+
+    #[test]
+    fn an_idle_state_is_not_closed_before_it_drains() {
+        let start = Instant::now();
+        let mut s = state();
+        assert!(!s.close_if_done());
+        assert!(!s.is_draining());
+        s.settle(None, Lane::Delete, |_| {
+            retry_after("x", Duration::ZERO, start)
+        })
+        .expect("open");
+        s.drain();
+        assert!(s.is_draining());
+        assert!(!s.close_if_done(), "an entry is still pending");
+    }
 }
