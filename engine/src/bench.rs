@@ -30,7 +30,6 @@ impl CoalescerBench {
         Self(Coalescer::new(CoalescerConfig {
             max_batch: 10,
             max_wait,
-            idle_wait: Duration::ZERO,
             max_in_flight,
         }))
     }
@@ -178,7 +177,6 @@ impl DispatchBench {
                 coalescer: CoalescerConfig {
                     max_batch: 10,
                     max_wait: Duration::from_millis(5),
-                    idle_wait: crate::settle::coalescer::IDLE_GATHER,
                     max_in_flight: 16,
                 },
                 heartbeat: heartbeat.then_some(None),

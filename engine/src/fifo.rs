@@ -581,7 +581,6 @@ mod tests {
                 coalescer: CoalescerConfig {
                     max_batch: 10,
                     max_wait: Duration::from_millis(5),
-                    idle_wait: Duration::ZERO,
                     max_in_flight: 4,
                 },
                 heartbeat: None,

@@ -423,7 +423,6 @@ impl EngineBuilder {
             coalescer: CoalescerConfig {
                 max_batch: 10,
                 max_wait: max_batch_wait,
-                idle_wait: crate::settle::coalescer::IDLE_GATHER,
                 max_in_flight: max_batches_in_flight,
             },
             shutdown_timeout: self.shutdown_timeout,

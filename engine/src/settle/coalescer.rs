@@ -7,10 +7,8 @@
 //!
 //! A lane (one per action) flushes a batch:
 //! - when it holds a full batch ([`FlushReason::Full`]);
-//! - when no call of its kind is in flight and its oldest entry has waited `idle_wait`
-//!   ([`FlushReason::Idle`], [`IDLE_GATHER`] by default): a lone message settles in one round
-//!   trip and a millisecond, and the entries of handlers that finish together (a receive batch
-//!   of equal work) share a call;
+//! - at once when no call of its kind is in flight ([`FlushReason::Idle`]), so a lone message
+//!   settles in one round trip;
 //! - when its oldest entry has waited `max_wait` ([`FlushReason::Deadline`]);
 //! - at once while draining for shutdown ([`FlushReason::Shutdown`]).
 //!
@@ -56,24 +54,9 @@ pub(crate) struct CoalescerConfig {
     pub(crate) max_batch: usize,
     /// How long the oldest entry may wait while a call of its lane is in flight.
     pub(crate) max_wait: Duration,
-    /// How long the oldest entry waits for company while no call of its lane is in flight
-    /// (at most `max_wait`).
-    pub(crate) idle_wait: Duration,
     /// Calls of one lane in flight at once, at most (see [`Coalescer::round_trip`]).
     pub(crate) max_in_flight: usize,
 }
-
-impl CoalescerConfig {
-    /// `idle_wait`, at most `max_wait`.
-    fn idle_wait(&self) -> Duration {
-        self.idle_wait.min(self.max_wait)
-    }
-}
-
-/// The engine's `idle_wait`: long enough for the handlers of one receive batch that finish
-/// together to share a call, short enough that a lone message's settlement takes one round
-/// trip and a millisecond.
-pub(crate) const IDLE_GATHER: Duration = Duration::from_millis(1);
 
 /// Batch calls in flight worth allowing per second of their round trip: enough for 4,000
 /// calls a second of one lane (40,000 messages), about what one engine process settles.
@@ -188,7 +171,7 @@ impl<T> Coalescer<T> {
             };
             let reason = if state.pending.len() >= config.max_batch {
                 FlushReason::Full
-            } else if state.in_flight == 0 && oldest.enqueued_at + config.idle_wait() <= now {
+            } else if state.in_flight == 0 {
                 FlushReason::Idle
             } else if oldest.enqueued_at + config.max_wait <= now {
                 FlushReason::Deadline
@@ -221,14 +204,8 @@ impl<T> Coalescer<T> {
         self.lanes
             .iter()
             .filter(|state| state.in_flight < self.allowed)
-            .filter_map(|state| {
-                let wait = if state.in_flight == 0 {
-                    self.config.idle_wait()
-                } else {
-                    self.config.max_wait
-                };
-                state.oldest_ready().map(|oldest| oldest.enqueued_at + wait)
-            })
+            .filter_map(LaneState::oldest_ready)
+            .map(|oldest| oldest.enqueued_at + self.config.max_wait)
             .min()
     }
 
@@ -362,7 +339,6 @@ mod tests {
         Coalescer::new(CoalescerConfig {
             max_batch: 10,
             max_wait: WAIT,
-            idle_wait: Duration::ZERO,
             max_in_flight,
         })
     }
@@ -391,46 +367,6 @@ mod tests {
         assert_eq!(tokens(&batch), [1]);
         assert!(c.poll_batch(now).is_none());
         assert_eq!(c.in_flight(Lane::Delete), 1);
-    }
-
-    #[test]
-    fn on_an_idle_lane_entries_that_come_together_share_a_call() {
-        let start = Instant::now();
-        let mut c = Coalescer::new(CoalescerConfig {
-            max_batch: 10,
-            max_wait: WAIT,
-            idle_wait: IDLE_GATHER,
-            max_in_flight: 4,
-        });
-        assert!(c.push(Lane::Delete, entry("a", start, 1)));
-        assert!(c.poll_batch(start).is_none(), "waits for company");
-        assert_eq!(c.next_deadline(), Some(start + IDLE_GATHER));
-        let later = start + IDLE_GATHER / 2;
-        c.push(Lane::Delete, entry("b", later, 2));
-        assert!(
-            c.poll_batch(start + IDLE_GATHER - Duration::from_micros(1))
-                .is_none()
-        );
-        let batch = c.poll_batch(start + IDLE_GATHER).expect("due");
-        assert_eq!(batch.reason, FlushReason::Idle);
-        assert_eq!(tokens(&batch), [1, 2]);
-    }
-
-    #[test]
-    fn the_idle_wait_is_never_past_max_wait() {
-        let start = Instant::now();
-        let mut c = Coalescer::new(CoalescerConfig {
-            max_batch: 10,
-            max_wait: Duration::from_micros(100),
-            idle_wait: IDLE_GATHER,
-            max_in_flight: 4,
-        });
-        c.push(Lane::Delete, entry("a", start, 1));
-        assert_eq!(c.next_deadline(), Some(start + Duration::from_micros(100)));
-        let batch = c
-            .poll_batch(start + Duration::from_micros(100))
-            .expect("due at max_wait");
-        assert_eq!(batch.reason, FlushReason::Idle);
     }
 
     #[test]

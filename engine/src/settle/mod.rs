@@ -431,7 +431,12 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
         // the same from one seed to the next.
         tokio::select! {
             biased;
-            () = settler.wake.notified() => {}
+            () = settler.wake.notified() => {
+                // Let the tasks woken with the one that pushed run first: handlers that finish
+                // in the same tick (a receive batch of equal work) then share a call instead
+                // of the first entry going out alone on an idle lane.
+                tokio::task::yield_now().await;
+            }
             () = sleep_until_or_forever(deadline) => {}
             () = drain.cancelled(), if !draining => {}
         }
@@ -667,7 +672,6 @@ mod tests {
                 coalescer: CoalescerConfig {
                     max_batch: 10,
                     max_wait: Duration::from_millis(5),
-                    idle_wait: Duration::ZERO,
                     max_in_flight: 4,
                 },
                 heartbeat,

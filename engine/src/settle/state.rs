@@ -261,7 +261,6 @@ mod tests {
             CoalescerConfig {
                 max_batch: 10,
                 max_wait: Duration::from_millis(5),
-                idle_wait: Duration::ZERO,
                 max_in_flight: 4,
             },
             HeartbeatConfig::for_visibility(VT, None),
@@ -505,7 +504,6 @@ mod tests {
             CoalescerConfig {
                 max_batch: 10,
                 max_wait: Duration::from_millis(5),
-                idle_wait: Duration::ZERO,
                 max_in_flight: 128,
             },
             None,
