@@ -18,8 +18,8 @@ use super::protocol::{
     ListQueuesInput, ListQueuesOutput, MessageAttributeValue, NewMessage, NumberText,
     QueueUrlInput, QueueUrlOutput, ReceiveMessageInput, ReceiveMessageOutput, ReceivedMessage,
     SendMessageBatchInput, SendMessageBatchOutput, SendMessageBatchResultEntry, SendMessageInput,
-    SendMessageOutput, SetQueueAttributesInput, SqsError, SystemAttributes, input_error,
-    md5_of_attributes, sequence_text,
+    SendMessageOutput, SetQueueAttributesInput, SqsError, SystemAttributes, attributes_size,
+    input_error, md5_of_attributes, sequence_text,
 };
 use super::queue::{Delivery, MessageData, Prepared, Queue, valid_queue_name, visibility_timeout};
 
@@ -382,19 +382,7 @@ impl Sqs {
         let size: usize = input
             .entries
             .iter()
-            .map(|entry| {
-                entry.message_body.len()
-                    + entry
-                        .message_attributes
-                        .iter()
-                        .map(|(name, value)| {
-                            name.len()
-                                + value.data_type.len()
-                                + value.string_value.as_ref().map_or(0, String::len)
-                                + value.binary_value.as_ref().map_or(0, String::len)
-                        })
-                        .sum::<usize>()
-            })
+            .map(|entry| entry.message_body.len() + attributes_size(&entry.message_attributes))
             .sum();
         if size > MAX_BATCH_BYTES {
             return Err(SqsError::new(

@@ -222,6 +222,20 @@ pub(crate) struct MessageAttributeValue {
 /// Message attributes by name, in name order (the order their digest is computed in).
 pub(crate) type MessageAttributes = BTreeMap<String, MessageAttributeValue>;
 
+/// The bytes message attributes count against a message's size limit (SQS's and SNS's rule
+/// alike): each one's name, data type and value.
+pub(crate) fn attributes_size(attributes: &MessageAttributes) -> usize {
+    attributes
+        .iter()
+        .map(|(name, value)| {
+            name.len()
+                + value.data_type.len()
+                + value.string_value.as_ref().map_or(0, String::len)
+                + value.binary_value.as_ref().map_or(0, String::len)
+        })
+        .sum()
+}
+
 /// A failed entry of a batch answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "PascalCase")]

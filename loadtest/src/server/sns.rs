@@ -25,7 +25,9 @@ use tracing::warn;
 
 use super::actions::Sqs;
 use super::envelope::{Published, notification};
-use super::protocol::{ACCOUNT_ID, MessageAttributeValue, MessageAttributes, NewMessage, REGION};
+use super::protocol::{
+    ACCOUNT_ID, MessageAttributeValue, MessageAttributes, NewMessage, REGION, attributes_size,
+};
 use super::query::{Form, QueryError, answer, escape};
 use super::queue::{epoch_millis, random_id};
 
@@ -585,17 +587,7 @@ fn read_publish(form: &Form, prefix: &str) -> Result<Publish, QueryError> {
 /// The bytes a message counts against the size limit: its body and its attributes' names,
 /// types and values.
 fn message_size(message: &Publish) -> usize {
-    message.message.len()
-        + message
-            .attributes
-            .iter()
-            .map(|(name, value)| {
-                name.len()
-                    + value.data_type.len()
-                    + value.string_value.as_ref().map_or(0, String::len)
-                    + value.binary_value.as_ref().map_or(0, String::len)
-            })
-            .sum::<usize>()
+    message.message.len() + attributes_size(&message.attributes)
 }
 
 /// Checks a message against the topic: its size, and a FIFO topic's group.
