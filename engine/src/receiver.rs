@@ -134,8 +134,9 @@ impl Receivers {
     /// `out`) when fewer run than are worth it at the round trip now and the receives do not
     /// queue at SQS (the round trip now stays within twice the unloaded one: past that,
     /// more receives in flight only wait longer, as on a server short of CPU), and the prefetch has
-    /// room for its receive too: one more a full receive, so the receivers at most double a
-    /// round trip, and the round trip shows what the last ones did before the next start. Until
+    /// room for its receive too: two more a full receive while fewer than half of those worth it
+    /// run, one more after, so the receivers at most triple a round trip and the round trip
+    /// shows what the last ones did before the next start. Until
     /// the unloaded round trip is known, the receivers stay at the few that measure it.
     fn grow(self: &Arc<Self>, took: Duration, out: &mpsc::Sender<Vec<Delivery>>) {
         self.round_trip.sample(took, self.active());
@@ -151,7 +152,8 @@ impl Receivers {
         let _ = self
             .active
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
-                started = useful.saturating_sub(active).min(1).min(room);
+                let step = if active * 2 < useful { 2 } else { 1 };
+                started = useful.saturating_sub(active).min(step).min(room);
                 (started > 0).then_some(active + started)
             });
         for _ in 0..started {

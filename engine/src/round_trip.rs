@@ -61,7 +61,7 @@ impl RoundTrip {
 }
 
 /// Receives in flight at most for a full receive's round trip to count as unloaded.
-pub(crate) const LIGHT_IN_FLIGHT: usize = 4;
+pub(crate) const LIGHT_IN_FLIGHT: usize = 8;
 /// Unloaded samples taken before the unloaded round trip is trusted: one sample of a jittery
 /// network may be a fraction of its mean, and the first calls to answer of those in flight
 /// are the short ones.
