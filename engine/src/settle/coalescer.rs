@@ -58,9 +58,9 @@ pub(crate) struct CoalescerConfig {
     pub(crate) max_in_flight: usize,
 }
 
-/// Batch calls in flight worth allowing per second of their round trip: enough for 4,000
-/// calls a second of one lane (40,000 messages), about what one engine process settles.
-const CALLS_PER_ROUND_TRIP_SECOND: f64 = 4_000.0;
+/// Batch calls in flight worth allowing per second of their round trip: enough for 6,000
+/// calls a second of one lane (60,000 messages), more than one engine process settles.
+const CALLS_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
 
 /// The fewest calls of a lane allowed in flight, whatever the round trip: a full batch
 /// waiting for a slot is cheaper than a partial one sent early, but not by this many.
@@ -309,7 +309,7 @@ mod tests {
             "a short round trip keeps batches waiting for full ones"
         );
         c.round_trip(Duration::from_millis(10));
-        assert_eq!(c.allowed(), 40);
+        assert_eq!(c.allowed(), 60);
         c.round_trip(Duration::from_millis(50));
         assert_eq!(c.allowed(), 128, "the cap");
         let mut small = coalescer(4);
