@@ -3,7 +3,7 @@
 //! under way at shutdown may still take to answer; on full receives, how many receives in
 //! flight the round trip is worth and whether more would only queue at the server.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A smoothed round trip, in microseconds; zero until the first sample. The first eight
@@ -41,6 +41,11 @@ impl RoundTrip {
         self.micros.store(new.max(1), Ordering::Relaxed);
     }
 
+    /// How many samples were taken in.
+    fn samples(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+
     /// The smoothed round trip; `None` until the first sample.
     pub(crate) fn get(&self) -> Option<Duration> {
         match self.micros.load(Ordering::Relaxed) {
@@ -65,7 +70,7 @@ pub(crate) const LIGHT_IN_FLIGHT: usize = 8;
 /// Unloaded samples taken before the unloaded round trip is trusted: one sample of a jittery
 /// network may be a fraction of its mean, and the first calls to answer of those in flight
 /// are the short ones.
-const LIGHT_SAMPLES: u32 = 16;
+const LIGHT_SAMPLES: u64 = 16;
 
 /// The round trip of full receives (SQS answers a long poll at once when it has messages), as
 /// the receivers size themselves by it, twice: smoothed over every sample (`now`), and smoothed
@@ -81,7 +86,6 @@ const LIGHT_SAMPLES: u32 = 16;
 pub(crate) struct ReceiveRoundTrip {
     now: RoundTrip,
     unloaded: RoundTrip,
-    light_samples: AtomicU32,
 }
 
 impl ReceiveRoundTrip {
@@ -91,10 +95,6 @@ impl ReceiveRoundTrip {
         self.now.sample(took);
         if in_flight <= LIGHT_IN_FLIGHT {
             self.unloaded.sample(took);
-            // Relaxed: a count, read only to leave the warm-up.
-            let _ = self
-                .light_samples
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
         }
     }
 
@@ -105,10 +105,9 @@ impl ReceiveRoundTrip {
 
     /// The unloaded round trip; `None` until [`LIGHT_SAMPLES`] unloaded samples were taken.
     pub(crate) fn unloaded(&self) -> Option<Duration> {
-        if self.light_samples.load(Ordering::Relaxed) < LIGHT_SAMPLES {
-            return None;
-        }
-        self.unloaded.get()
+        (self.unloaded.samples() >= LIGHT_SAMPLES)
+            .then(|| self.unloaded.get())
+            .flatten()
     }
 
     /// Whether receives queue at the server: the round trip now is more than twice the
