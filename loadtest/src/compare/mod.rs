@@ -21,6 +21,7 @@
 
 pub(crate) mod child;
 pub(crate) mod ci;
+mod handlers_alone;
 mod job;
 mod plot;
 mod probe;
@@ -41,6 +42,7 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use serde::Serialize;
 use tracing::{info, warn};
 
+use self::handlers_alone::HandlersAlone;
 use self::job::{ChildResult, Job};
 use self::probe::Percentiles;
 pub(crate) use self::scenario::{Scenario, ScenarioKind};
@@ -445,6 +447,8 @@ pub(crate) struct Comparison {
     pub(crate) repetitions: u32,
     /// Every run.
     pub(crate) runs: Vec<RunRecord>,
+    /// The handlers alone, once per repetition of each scenario they bound.
+    pub(crate) handlers_alone: Vec<HandlersAlone>,
     /// The aggregated rows and goals.
     pub(crate) summary: Summary,
     /// Where the plot was written.
@@ -543,6 +547,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
     );
 
     let mut runs = Vec::new();
+    let mut handlers_alone = Vec::new();
     let run_id = std::process::id();
     for repetition in 0..args.repetitions {
         let mut order = systems.clone();
@@ -550,6 +555,20 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
             order.reverse();
         }
         for scenario in &scenarios {
+            if handlers_alone::applies(scenario) {
+                let (measured, workers) = (scenario.clone(), args.workers);
+                let alone = tokio::task::spawn_blocking(move || {
+                    handlers_alone::measure(&measured, workers)
+                })
+                .await
+                .context("the handlers alone panicked")??;
+                info!(
+                    scenario = scenario.label(),
+                    messages_per_sec = alone.messages_per_sec,
+                    "handlers alone"
+                );
+                handlers_alone.push(alone);
+            }
             for (position, system) in order.iter().enumerate() {
                 if scenario.kind == ScenarioKind::Heartbeat && !system.has_heartbeat() {
                     continue;
@@ -642,7 +661,14 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
         }
     }
     let embedded = target.is_embedded();
-    let summary = Summary::of(&scenarios, &systems, &runs, embedded, &target.name);
+    let summary = Summary::of(
+        &scenarios,
+        &systems,
+        &runs,
+        &handlers_alone,
+        embedded,
+        &target.name,
+    );
     let server_calls_source = target.calls.source();
     if let ServerCalls::Embedded(server) = target.calls {
         server.shutdown().await?;
@@ -656,6 +682,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
         workers: args.workers,
         repetitions: args.repetitions,
         runs,
+        handlers_alone,
         summary,
         plot: None,
     })

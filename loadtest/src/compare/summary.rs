@@ -8,6 +8,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::RunRecord;
+use super::handlers_alone::HandlersAlone;
 use super::probe::Percentiles;
 use super::scenario::{Scenario, ScenarioKind};
 use super::systems::System;
@@ -91,6 +92,12 @@ pub(crate) struct Row {
     pub(crate) vs_naive: Ratios,
     /// Against the raw ceiling of the same scenario.
     pub(crate) vs_ceiling: Ratios,
+    /// Messages per second the scenario's handlers alone move, mean of the repetitions; only in
+    /// the scenarios they bound (see [`super::handlers_alone`]).
+    pub(crate) handlers_alone: Option<f64>,
+    /// Messages per second ÷ the lower of the handlers alone and the raw ceiling: the share
+    /// of what this run allowed at all; only where the handlers alone were measured.
+    pub(crate) vs_bound: Option<f64>,
 }
 
 /// One of the product's goals, as measured in this run.
@@ -234,6 +241,8 @@ impl Row {
                 .reduce(|a, b| a + b),
             vs_naive: Ratios::default(),
             vs_ceiling: Ratios::default(),
+            handlers_alone: None,
+            vs_bound: None,
         })
     }
 
@@ -274,11 +283,13 @@ fn sum_calls<'a>(all: impl Iterator<Item = &'a BTreeMap<String, u64>>) -> BTreeM
 }
 
 impl Summary {
-    /// Aggregates `runs` of `systems` in `scenarios`, on the embedded server or not.
+    /// Aggregates `runs` of `systems` in `scenarios`, beside what their handlers alone moved,
+    /// on the embedded server or not.
     pub(crate) fn of(
         scenarios: &[Scenario],
         systems: &[System],
         runs: &[RunRecord],
+        handlers_alone: &[HandlersAlone],
         embedded: bool,
         target: &str,
     ) -> Self {
@@ -306,6 +317,16 @@ impl Summary {
                 .iter()
                 .find(|r| r.system == System::Ceiling)
                 .cloned();
+            let alone = mean(
+                handlers_alone
+                    .iter()
+                    .filter(|h| h.scenario == scenario.kind && h.latency == scenario.latency)
+                    .map(|h| h.messages_per_sec),
+            );
+            let bound = match (alone, &ceiling) {
+                (Some(alone), Some(ceiling)) => Some(alone.min(ceiling.messages_per_sec)),
+                (alone, _) => alone,
+            };
             for row in &mut scenario_rows {
                 if let Some(naive) = &naive {
                     row.vs_naive = row.against(naive);
@@ -313,6 +334,8 @@ impl Summary {
                 if let Some(ceiling) = &ceiling {
                     row.vs_ceiling = row.against(ceiling);
                 }
+                row.handlers_alone = alone;
+                row.vs_bound = ratio(Some(row.messages_per_sec), bound);
             }
             rows.extend(scenario_rows);
         }
@@ -420,6 +443,7 @@ fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
             true,
         ));
     }
+    goals.extend(latency_goals(rows));
     let light = find(ScenarioKind::Light, System::SqsEngine);
     goals.push(goal(
         "sqs-engine settlement p99 minus SendMessage round trip p99 (ms), light load",
@@ -427,6 +451,50 @@ fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
         2.0,
         true,
     ));
+    goals
+}
+
+/// The goals at each latency the run had: ack-only against the raw ceiling and the naive
+/// loop (at a latency; loopback's are above), and io-5ms against what its handlers alone
+/// allow (everywhere).
+fn latency_goals(rows: &[Row]) -> Vec<Goal> {
+    let engine = |scenario| {
+        rows.iter()
+            .filter(move |r| r.scenario == scenario && r.system == System::SqsEngine)
+    };
+    let at = |row: &Row| {
+        if row.latency.is_none() {
+            String::new()
+        } else {
+            format!(" @{}", row.latency.short())
+        }
+    };
+    let mut goals = Vec::new();
+    for row in engine(ScenarioKind::AckOnly).filter(|r| !r.latency.is_none()) {
+        goals.push(goal(
+            &format!("sqs-engine messages/s / raw ceiling's, ack-only{}", at(row)),
+            row.vs_ceiling.messages_per_sec,
+            0.8,
+            false,
+        ));
+        goals.push(goal(
+            &format!("sqs-engine messages/s / naive loop's, ack-only{}", at(row)),
+            row.vs_naive.messages_per_sec,
+            3.0,
+            false,
+        ));
+    }
+    for row in engine(ScenarioKind::Io5ms) {
+        goals.push(goal(
+            &format!(
+                "sqs-engine messages/s / min(handlers alone, raw ceiling), io-5ms{}",
+                at(row)
+            ),
+            row.vs_bound,
+            0.8,
+            false,
+        ));
+    }
     goals
 }
 
@@ -462,12 +530,13 @@ impl fmt::Display for Summary {
         writeln!(f, "comparison on {}", self.target)?;
         writeln!(
             f,
-            "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20} {:>6}",
+            "{:<14} {:<18} {:>9} {:>7} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>7} {:>22} {:>20} {:>20} {:>6}",
             "scenario",
             "system",
             "msg/s",
             "xnaive",
             "xceil",
+            "xbound",
             "calls/msg",
             "xnaive",
             "cpu s/1k",
@@ -505,12 +574,13 @@ impl fmt::Display for Summary {
             let rate_ratio = |ratio: Option<f64>| if light { "-".to_owned() } else { times(ratio) };
             writeln!(
                 f,
-                "{:<14} {:<18} {:>9} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20} {:>6}{}",
+                "{:<14} {:<18} {:>9} {:>7} {:>7} {:>7} {:>10} {:>7} {:>9.3} {:>7} {:>7.1} {:>22} {:>20} {:>20} {:>6}{}",
                 scenario_label(row),
                 system_label(row),
                 rate,
                 rate_ratio(row.vs_naive.messages_per_sec),
                 rate_ratio(row.vs_ceiling.messages_per_sec),
+                rate_ratio(row.vs_bound),
                 calls,
                 times(row.vs_naive.calls_per_message),
                 row.cpu_secs_per_1000,
@@ -532,6 +602,23 @@ impl fmt::Display for Summary {
              sqs-engine run {}x the scenario's messages (long enough to pass their ramp-up).",
             super::FAST_MESSAGES_AT_LATENCY
         )?;
+        let mut bounded: Vec<(String, f64)> = Vec::new();
+        for row in &self.rows {
+            if let Some(alone) = row.handlers_alone {
+                let label = scenario_label(row);
+                if !bounded.iter().any(|(l, _)| *l == label) {
+                    bounded.push((label, alone));
+                }
+            }
+        }
+        for (label, alone) in bounded {
+            writeln!(
+                f,
+                "xbound, {label}: ratio to the lower of the raw ceiling and the scenario's \
+                 handlers alone ({alone:.0} msg/s here: the same handlers, as many at once, no \
+                 SQS; a timer's sleep outlasts its nominal wait)."
+            )?;
+        }
         let latencies: Vec<Latency> = self.rows.iter().fold(Vec::new(), |mut all, row| {
             if !row.latency.is_none() && !all.contains(&row.latency) {
                 all.push(row.latency);
