@@ -137,6 +137,8 @@ impl QueueRuntime {
             coalescer: options.coalescer,
             heartbeat,
             round_trip: Arc::clone(&round_trip),
+            // A FIFO group's next message may wait for the answer to a delete.
+            fill_deletes: !attributes.fifo,
         }));
         let runtime = Self {
             name,

@@ -8,7 +8,9 @@
 //! A lane (one per action) flushes a batch:
 //! - when it holds a full batch ([`FlushReason::Full`]);
 //! - at once when no call of its kind is in flight ([`FlushReason::Idle`]), so a lone message
-//!   settles in one round trip;
+//!   settles in one round trip; but an idle delete lane whose batch the deliveries still out
+//!   would fill waits for them, up to `max_wait`, rather than send a partial batch (see
+//!   [`Coalescer::expect`]);
 //! - when its oldest entry has waited `max_wait` ([`FlushReason::Deadline`]);
 //! - at once while draining for shutdown ([`FlushReason::Shutdown`]).
 //!
@@ -109,6 +111,8 @@ pub(crate) struct Coalescer<T> {
     allowed: usize,
     lanes: [LaneState<T>; 2],
     draining: bool,
+    /// Deliveries out that may yet be deleted (see [`expect`](Self::expect)).
+    expected: usize,
 }
 
 impl<T> Coalescer<T> {
@@ -123,7 +127,17 @@ impl<T> Coalescer<T> {
             allowed: MIN_CALLS_IN_FLIGHT.min(max_in_flight),
             lanes: [LaneState::new(false), LaneState::new(true)],
             draining: false,
+            expected: 0,
         }
+    }
+
+    /// `deliveries` are still out, their handlers yet to settle them: while they and the
+    /// entries waiting would fill a delete batch, an idle delete lane waits for them, up to
+    /// `max_wait`, instead of sending a partial batch at once. At moderate load the handlers'
+    /// deletes then share full calls; a lone message (nothing else out) still goes at once.
+    /// Zero, the start, never waits.
+    pub(crate) fn expect(&mut self, deliveries: usize) {
+        self.expected = deliveries;
     }
 
     /// The batch calls take `rtt` to be answered: allow as many in flight as that round trip
@@ -161,6 +175,7 @@ impl<T> Coalescer<T> {
     pub(crate) fn poll_batch(&mut self, now: Instant) -> Option<Batch<T>> {
         let config = self.config;
         let draining = self.draining;
+        let expected = self.expected;
         for lane in Lane::ALL {
             let state = &mut self.lanes[lane.index()];
             if state.in_flight >= self.allowed {
@@ -171,7 +186,9 @@ impl<T> Coalescer<T> {
             };
             let reason = if state.pending.len() >= config.max_batch {
                 FlushReason::Full
-            } else if state.in_flight == 0 {
+            } else if state.in_flight == 0
+                && (lane != Lane::Delete || state.pending.len() + expected < config.max_batch)
+            {
                 FlushReason::Idle
             } else if oldest.enqueued_at + config.max_wait <= now {
                 FlushReason::Deadline
@@ -367,6 +384,54 @@ mod tests {
         assert_eq!(tokens(&batch), [1]);
         assert!(c.poll_batch(now).is_none());
         assert_eq!(c.in_flight(Lane::Delete), 1);
+    }
+
+    #[test]
+    fn an_idle_delete_lane_waits_for_the_deliveries_out_to_fill_its_batch() {
+        let start = Instant::now();
+        let mut c = coalescer(4);
+        // Six deliveries still out: with four waiting, they would fill the batch.
+        c.expect(6);
+        for i in 0..4 {
+            c.push(Lane::Delete, entry(&format!("r{i}"), start, i));
+        }
+        assert!(c.poll_batch(start).is_none(), "waits for the rest");
+        assert_eq!(c.next_deadline(), Some(start + WAIT));
+        for i in 4..10 {
+            c.push(Lane::Delete, entry(&format!("r{i}"), start + WAIT / 2, i));
+        }
+        let batch = c.poll_batch(start + WAIT / 2).expect("full");
+        assert_eq!(batch.reason, FlushReason::Full);
+        assert_eq!(tokens(&batch), (0..10).collect::<Vec<_>>());
+
+        // The deliveries out may be slow: the batch goes out at the batch wait all the same.
+        let later = start + WAIT * 4;
+        c.finish(Lane::Delete, &[]);
+        c.expect(9);
+        c.push(Lane::Delete, entry("slow", later, 10));
+        assert!(c.poll_batch(later + WAIT / 2).is_none());
+        let batch = c.poll_batch(later + WAIT).expect("due at the wait");
+        assert_eq!(batch.reason, FlushReason::Deadline);
+        assert_eq!(tokens(&batch), [10]);
+    }
+
+    #[test]
+    fn an_idle_lane_sends_at_once_what_the_deliveries_out_cannot_fill() {
+        let now = Instant::now();
+        let mut c = coalescer(4);
+        // Five out and four waiting: nine, one short of a batch.
+        c.expect(5);
+        for i in 0..4 {
+            c.push(Lane::Delete, entry(&format!("r{i}"), now, i));
+        }
+        let batch = c.poll_batch(now).expect("idle flush");
+        assert_eq!(batch.reason, FlushReason::Idle);
+        // The visibility lane never waits: its entries are retries, and extensions that fall due.
+        c.expect(100);
+        c.push(Lane::Visibility, entry("v", now, 9));
+        let batch = c.poll_batch(now).expect("idle flush");
+        assert_eq!(batch.lane, Lane::Visibility);
+        assert_eq!(batch.reason, FlushReason::Idle);
     }
 
     #[test]

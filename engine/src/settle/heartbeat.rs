@@ -266,7 +266,6 @@ impl Schedule {
     }
 
     /// Deliveries tracked.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.tracked.len()
     }

@@ -89,6 +89,8 @@ pub(crate) struct SettlerConfig {
     pub(crate) heartbeat: Option<HeartbeatConfig>,
     /// Where the batch calls' durations go.
     pub(crate) round_trip: Arc<RoundTrip>,
+    /// Whether idle delete batches wait to be filled (see [`SettleState::fill_deletes`]).
+    pub(crate) fill_deletes: bool,
 }
 
 impl Settler {
@@ -100,7 +102,11 @@ impl Settler {
             backoff: config.backoff,
             metrics: config.metrics,
             round_trip: config.round_trip,
-            state: Mutex::new(SettleState::new(config.coalescer, config.heartbeat)),
+            state: Mutex::new({
+                let mut state = SettleState::new(config.coalescer, config.heartbeat);
+                state.fill_deletes(config.fill_deletes);
+                state
+            }),
             wake: Notify::new(),
             sent: Notify::new(),
         }

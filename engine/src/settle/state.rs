@@ -52,6 +52,9 @@ pub(crate) struct SettleState<S> {
     armed: Option<Instant>,
     /// Set once everything has been sent and answered after a drain: nothing more goes out.
     closed: bool,
+    /// Whether an idle delete lane waits for the deliveries still out to fill its batch (see
+    /// [`Coalescer::expect`]); off where a delete's answer holds up the next message.
+    fills_deletes: bool,
 }
 
 impl<S> SettleState<S> {
@@ -61,7 +64,16 @@ impl<S> SettleState<S> {
             schedule: heartbeat.map(Schedule::new),
             armed: None,
             closed: false,
+            fills_deletes: false,
         }
+    }
+
+    /// Lets an idle delete lane wait, up to the batch wait, for the deliveries still out to
+    /// fill its batch, rather than send a partial one. Not on a FIFO queue, whose next
+    /// message of a group may wait for the answer to its delete. Counts only the deliveries
+    /// the heartbeat keeps: with the heartbeat off, idle batches go at once.
+    pub(crate) fn fill_deletes(&mut self, on: bool) {
+        self.fills_deletes = on;
     }
 
     /// Whether the driver must wake for something due at `at`.
@@ -155,6 +167,10 @@ impl<S> SettleState<S> {
                     },
                 );
             }
+        }
+        if self.fills_deletes {
+            self.coalescer
+                .expect(self.schedule.as_ref().map_or(0, Schedule::len));
         }
         let mut batches = Vec::new();
         while let Some(batch) = self.coalescer.poll_batch(now) {
@@ -310,6 +326,53 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    fn delete(receipt: &str, at: Instant) -> Entry<Token<&'static str>> {
+        Entry {
+            receipt: Arc::from(receipt),
+            visibility: None,
+            enqueued_at: at,
+            token: Token::Settle("handler"),
+        }
+    }
+
+    #[test]
+    fn a_delete_waits_for_the_deliveries_still_out_only_where_filling_is_on() {
+        for fill in [true, false] {
+            let start = Instant::now();
+            let mut s = state();
+            s.fill_deletes(fill);
+            let keys: Vec<u64> = (0..10)
+                .map(|i| register(&mut s, &format!("r{i}"), start))
+                .collect();
+            s.settle(Some(keys[0]), Lane::Delete, |_| delete("r0", start))
+                .expect("open");
+            let sent = s.poll(start).len();
+            assert_eq!(sent, usize::from(!fill), "filling {fill}: nine more out");
+            if fill {
+                for (i, key) in keys.iter().enumerate().skip(1) {
+                    s.settle(Some(*key), Lane::Delete, |_| {
+                        delete(&format!("r{i}"), start)
+                    })
+                    .expect("open");
+                }
+                let batches = s.poll(start);
+                assert_eq!(batches.len(), 1);
+                assert_eq!(batches[0].entries.len(), 10, "one full call");
+            }
+        }
+    }
+
+    #[test]
+    fn a_lone_delete_goes_at_once_with_filling_on() {
+        let start = Instant::now();
+        let mut s = state();
+        s.fill_deletes(true);
+        let key = register(&mut s, "r", start);
+        s.settle(Some(key), Lane::Delete, |_| delete("r", start))
+            .expect("open");
+        assert_eq!(s.poll(start).len(), 1, "nothing else is out");
     }
 
     #[test]
