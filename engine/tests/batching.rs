@@ -1,6 +1,6 @@
 //! Settlements share batch calls, and each entry's answer is its own, on LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! A failed call keeps what AWS said: the SDK's error as its source and the request id, on
 //! LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::error::Error as _;
 

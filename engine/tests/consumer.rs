@@ -1,7 +1,7 @@
 //! The pull API: a consumer hands out deliveries and each settlement answers on its own, on
 //! LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! test proxy in front of it (LocalStack's own log holds every client's calls, and a long poll
 //! of an earlier test still open when this one starts would count there).
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

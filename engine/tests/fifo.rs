@@ -2,7 +2,7 @@
 //! with the workers busy across groups; a non-ack sends the rest of its group back; waiting
 //! messages are kept invisible; a receive that got no answer is retried with its attempt id.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

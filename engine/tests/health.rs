@@ -4,7 +4,7 @@
 //!
 //! Its own test binary: it installs the process-wide Prometheus recorder.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! The heartbeat keeps slow messages invisible, in batch calls, on LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
 //! The retry cap and dead-letter queue become the queue's redrive policy, on LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

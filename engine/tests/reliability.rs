@@ -7,15 +7,16 @@
 //! The scenarios take turns (one lock): they measure time and throughput, which two of them
 //! at once on the same LocalStack would distort.
 
-mod support;
+use sqs_engine_test_support as support;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use sqs_engine::{AwsSqs, CallErrorKind, Engine, EngineBuilder, Message, Outcome, SqsApi, Stats};
+use support::ledger::Tally;
 use support::proxy::{Fault, Proxy};
 use support::*;
 use tokio::time::Instant;
@@ -70,22 +71,6 @@ impl Drop for Run {
     }
 }
 
-/// What became of the messages sent.
-#[derive(Debug, Clone, Copy, Default)]
-struct Tally {
-    sent: usize,
-    /// Sent messages processed at least once.
-    processed: usize,
-    /// Sent messages never processed.
-    lost: usize,
-    /// Processings beyond the first, summed over the sent messages.
-    duplicates: u64,
-    /// Processed messages that were never sent (another test's message would be a bug here).
-    strangers: usize,
-    /// Deliveries that started while a handler still ran for the same message.
-    overlaps: usize,
-}
-
 impl Ledger {
     fn lock(&self) -> std::sync::MutexGuard<'_, LedgerInner> {
         self.inner.lock().expect("the ledger lock")
@@ -133,29 +118,14 @@ impl Ledger {
             .copied()
     }
 
+    /// What became of the messages sent, by the handler runs that finished.
     fn tally(&self, sent: &[String]) -> Tally {
-        let inner = self.lock();
-        let mut tally = Tally {
-            sent: sent.len(),
-            overlaps: inner.overlaps.len(),
-            ..Tally::default()
-        };
-        for id in sent {
-            match inner.processed.get(id) {
-                Some(&n) => {
-                    tally.processed += 1;
-                    tally.duplicates += u64::from(n - 1);
-                }
-                None => tally.lost += 1,
-            }
-        }
-        let sent: HashSet<&String> = sent.iter().collect();
-        tally.strangers = inner
-            .processed
-            .keys()
-            .filter(|id| !sent.contains(id))
-            .count();
-        tally
+        Tally::of(sent, &self.lock().processed)
+    }
+
+    /// Deliveries that started while a handler still ran for the same message.
+    fn overlaps(&self) -> usize {
+        self.lock().overlaps.len()
     }
 }
 
@@ -235,7 +205,7 @@ async fn filled_queue(
 ) -> (String, String, Vec<String>) {
     let name = unique(prefix);
     let url = create_queue(client, &name, visibility_secs).await;
-    let ids = send_ids(client, &url, &bodies(prefix, 0, messages)).await;
+    let ids = send_ids(client, &url, &bodies(prefix, 0, messages), 8).await;
     (name, url, ids)
 }
 
@@ -260,7 +230,7 @@ async fn until_done(client: &Client, url: &str, ledger: &Ledger, sent: &[String]
     let deadline = Instant::now() + limit;
     loop {
         let tally = ledger.tally(sent);
-        if tally.lost == 0 && counts(client, url).await == (0, 0) {
+        if tally.unprocessed == 0 && counts(client, url).await == (0, 0) {
             return;
         }
         assert!(
@@ -329,7 +299,7 @@ fn print_table(rows: &[Row]) {
             row.scenario,
             row.tally.sent,
             row.tally.processed,
-            row.tally.lost,
+            row.tally.unprocessed,
             row.tally.duplicates,
             recovery,
             row.retried,
@@ -340,7 +310,7 @@ fn print_table(rows: &[Row]) {
 }
 
 fn assert_nothing_lost(scenario: &str, tally: &Tally) {
-    assert_eq!(tally.lost, 0, "{scenario}: messages lost: {tally:?}");
+    assert_eq!(tally.unprocessed, 0, "{scenario}: messages lost: {tally:?}");
     assert_eq!(
         tally.strangers, 0,
         "{scenario}: processed messages that were never sent: {tally:?}"
@@ -574,7 +544,7 @@ async fn an_outage_of_15_s_is_ridden_out_with_backoff_and_nothing_is_lost() {
     let outage_start = Instant::now();
     proxy.outage(OUTAGE);
     // Producers go on while the consumer is cut off.
-    sent.extend(send_ids(&client, &url, &bodies("outage", 400, 400)).await);
+    sent.extend(send_ids(&client, &url, &bodies("outage", 400, 400), 8).await);
     tokio::time::sleep_until(outage_start + OUTAGE).await;
     let outage_end = Instant::now();
     let during = stats.snapshot();
@@ -646,7 +616,8 @@ async fn an_outage_of_15_s_is_ridden_out_with_backoff_and_nothing_is_lost() {
     // settlement that failed or landed late.
     assert_duplicates_counted("outage", &tally, &stats);
     assert_eq!(
-        tally.overlaps, 0,
+        ledger.overlaps(),
+        0,
         "a message was handed out while its handler ran"
     );
 }
@@ -914,6 +885,7 @@ async fn slow_handlers_under_throttled_heartbeats_are_redelivered_only_when_coun
     until_done(&client, &url, &ledger, &sent, Duration::from_secs(60)).await;
     let stats = running.shutdown().await;
     let tally = ledger.tally(&sent);
+    let overlaps = ledger.overlaps();
     let counts = proxy.counts();
     print_table(&[Row {
         scenario: "slow handlers, 50% CMVB throttled",
@@ -923,8 +895,8 @@ async fn slow_handlers_under_throttled_heartbeats_are_redelivered_only_when_coun
         wall: started.elapsed(),
     }]);
     println!(
-        "heartbeat: {} overlaps, extensions {:?}, late settlements {}; {stats:?}\nproxy: {counts:?}",
-        tally.overlaps, stats.extensions, stats.late_settlements
+        "heartbeat: {overlaps} overlaps, extensions {:?}, late settlements {}; {stats:?}\nproxy: {counts:?}",
+        stats.extensions, stats.late_settlements
     );
 
     assert_nothing_lost("heartbeat", &tally);
@@ -945,10 +917,10 @@ async fn slow_handlers_under_throttled_heartbeats_are_redelivered_only_when_coun
     );
     let counted = stats.extensions.failed + stats.late_settlements;
     assert!(
-        tally.overlaps as u64 <= counted,
+        overlaps as u64 <= counted,
         "{} messages handed out again while their handlers ran, but only {} failed extensions \
          and {} late settlements counted",
-        tally.overlaps,
+        overlaps,
         stats.extensions.failed,
         stats.late_settlements
     );

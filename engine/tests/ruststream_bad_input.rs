@@ -7,7 +7,7 @@
 //! default: deleted) with a warning; the valid ones are handled, each exactly once; the
 //! consumer goes on, and the good messages sent after the bad ones are still processed.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::future::{Future, ready};

@@ -1,7 +1,7 @@
 //! The RustStream broker's own behaviour, live against LocalStack: what goes over the wire, and
 //! in how many calls.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::collections::HashSet;
 use std::num::NonZeroU32;

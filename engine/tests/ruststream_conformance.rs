@@ -7,7 +7,7 @@
 //! Each suite names the step that fails. Sources create their queues, since every suite works
 //! on queues of its own (`conformance.<suite>.<pid>-<nanos>-<seq>`, dots mapped to dashes).
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::num::NonZeroU32;
 use std::time::Duration;

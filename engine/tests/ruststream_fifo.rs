@@ -3,7 +3,7 @@
 //! per key), on LocalStack. The broker hands the framework at most one unsettled delivery per
 //! group, so even unkeyed workers never run two of a group at once.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;

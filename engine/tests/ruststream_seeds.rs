@@ -10,7 +10,7 @@
 //! the tests at the bottom of each seed binary (`seeds/src/bin/`, `cargo test -p
 //! sqs-engine-seeds`).
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::convert::Infallible;
 use std::future::{Future, ready};

@@ -3,7 +3,7 @@
 //! body and headers a direct publish gives, the queue's policy lets the topic deliver, and
 //! publishes share `PublishBatch` calls.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Credentials stay out of what the engine and its SQS client write: the logs at their most
 //! verbose, error paths included, and the engine's debug output.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,6 +1,6 @@
 //! Each outcome does to the message what the settlement contract says, on LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Shutdown sends every settlement a handler made, on LocalStack.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,7 +6,7 @@
 //! the answers on LocalStack and on the in-process SQS. LocalStack differs behind the same
 //! answer: it deletes the message, and it applies a visibility change with a stale handle.
 
-mod support;
+use sqs_engine_test_support as support;
 
 use std::time::Duration;
 

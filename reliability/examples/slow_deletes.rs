@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use sqs_engine::{
     AwsSqs, BoxFuture, CallError, Engine, EntryResult, Message, Outcome, SqsApi, SqsDecorator,
 };
-use sqs_engine_reliability::{memory, sqs};
+use sqs_engine_reliability::memory;
+use sqs_engine_test_support as sqs;
 
 #[derive(Clone)]
 struct SlowDeletes {
@@ -46,13 +47,13 @@ impl SqsDecorator for SlowDeletes {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let endpoint = sqs::endpoint();
-    let client = sqs::client(&endpoint).await;
-    let name = sqs::unique_name("probe-slow-deletes");
-    let url = sqs::create_queue(&client, &name, 30).await?;
+    let client = sqs::client_at(&endpoint).await;
+    let name = sqs::unique("probe-slow-deletes");
+    let url = sqs::create_queue(&client, &name, 30).await;
     let bodies: Vec<String> = (0..20_000).map(|i| format!("p-{i}")).collect();
-    sqs::send_all(&client, &url, &bodies, 16).await?;
+    sqs::send_ids(&client, &url, &bodies, 16).await;
     let api = SlowDeletes {
-        inner: AwsSqs::from_sdk_config(&sqs::sdk_config(&endpoint).await),
+        inner: AwsSqs::from_sdk_config(&sqs::sdk_config_at(&endpoint).await),
         delay: Duration::from_millis(1000),
     };
     let engine = Engine::builder()

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use sqs_engine_test_support::counts;
+use sqs_engine_test_support::ledger::{self, Tally};
 
 use crate::status::{Kind, Status};
 
@@ -273,14 +275,14 @@ pub async fn wait_until_all_processed(
     loop {
         let mut all = std::collections::HashMap::new();
         for path in ledgers {
-            crate::ledger::merge(&mut all, &crate::ledger::read(path)?);
+            ledger::merge(&mut all, &ledger::read(path)?);
         }
-        let tally = crate::ledger::Tally::of(sent, &all);
-        if tally.unprocessed == 0 && crate::sqs::counts(client, url).await? == (0, 0) {
+        let tally = Tally::of(sent, &all);
+        if tally.unprocessed == 0 && counts(client, url).await == (0, 0) {
             return Ok(all);
         }
         if Instant::now() >= deadline {
-            let counts = crate::sqs::counts(client, url).await?;
+            let counts = counts(client, url).await;
             bail!(
                 "after {limit:?}: {} of {} messages processed, queue (visible, in flight) = {counts:?}",
                 tally.processed,

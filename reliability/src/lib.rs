@@ -12,7 +12,8 @@
 //!   injects a fault (SIGTERM with settlements pending, `kill -9` mid-run, a deep backlog with
 //!   slow handlers), reads the ledgers back and prints a table of what became of every message
 //!   sent: processed, lost, processed twice. LocalStack must be up at
-//!   `SQS_ENGINE_TEST_ENDPOINT` (default `http://127.0.0.1:4566`): without it they fail.
+//!   `SQS_ENGINE_TEST_ENDPOINT` (else `AWS_ENDPOINT_URL`, else `http://127.0.0.1:4566`): without
+//!   it they fail.
 //!   Cargo runs the test binaries one after the other, so the scenarios never load
 //!   LocalStack at the same time. To see the tables of passing runs:
 //!
@@ -41,11 +42,10 @@
 //!   `cargo run -p sqs-engine-reliability --example slow_deletes`.
 //!
 //! The library holds what the binaries and the tests share: the status line, memory readings,
-//! SQS helpers, ledger tallies, the consumer process harness and the result table.
+//! the consumer process harness and the result table. The SQS helpers and the ledgers are
+//! those of every LocalStack-backed test, in `sqs-engine-test-support`.
 
 pub mod harness;
-pub mod ledger;
 pub mod memory;
 pub mod report;
-pub mod sqs;
 pub mod status;

@@ -9,10 +9,10 @@
 use std::time::{Duration, Instant};
 
 use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess};
-use sqs_engine_reliability::ledger::{self, Tally};
 use sqs_engine_reliability::memory::mib;
 use sqs_engine_reliability::report::{self, Row};
-use sqs_engine_reliability::sqs;
+use sqs_engine_test_support as sqs;
+use sqs_engine_test_support::ledger::{self, Tally};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_ledger-consumer");
 const MESSAGES: usize = 100_000;
@@ -23,12 +23,12 @@ const RUN: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_held_never_exceed_workers_plus_prefetch() -> anyhow::Result<()> {
     let endpoint = sqs::endpoint();
-    let client = sqs::client(&endpoint).await;
-    let name = sqs::unique_name("rel-memory");
-    let url = sqs::create_queue(&client, &name, 30).await?;
+    let client = sqs::client_at(&endpoint).await;
+    let name = sqs::unique("rel-memory");
+    let url = sqs::create_queue(&client, &name, 30).await;
     let fill_started = Instant::now();
     let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("memory-{i}")).collect();
-    let sent = sqs::send_all(&client, &url, &bodies, 16).await?;
+    let sent = sqs::send_ids(&client, &url, &bodies, 16).await;
     let fill = fill_started.elapsed();
 
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -66,7 +66,7 @@ async fn messages_held_never_exceed_workers_plus_prefetch() -> anyhow::Result<()
 
     let processed = ledger::read(&args.ledger)?;
     let tally = Tally::of(&sent, &processed);
-    let (visible, invisible) = sqs::counts(&client, &url).await?;
+    let (visible, invisible) = sqs::counts(&client, &url).await;
     let left = visible + invisible;
     // Lost: sent, not processed, and no longer on the queue.
     let lost = (MESSAGES as u64)

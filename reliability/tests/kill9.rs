@@ -13,9 +13,9 @@
 use std::time::{Duration, Instant};
 
 use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, wait_until_all_processed};
-use sqs_engine_reliability::ledger::{self, Tally};
 use sqs_engine_reliability::report::{self, Row};
-use sqs_engine_reliability::sqs;
+use sqs_engine_test_support as sqs;
+use sqs_engine_test_support::ledger::{self, Tally};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_ledger-consumer");
 const MESSAGES: usize = 2_000;
@@ -26,11 +26,11 @@ const PREFETCH: usize = 40;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_midrun_loses_nothing_and_duplicates_only_what_was_held() -> anyhow::Result<()> {
     let endpoint = sqs::endpoint();
-    let client = sqs::client(&endpoint).await;
-    let name = sqs::unique_name("rel-kill9");
-    let url = sqs::create_queue(&client, &name, 30).await?;
+    let client = sqs::client_at(&endpoint).await;
+    let name = sqs::unique("rel-kill9");
+    let url = sqs::create_queue(&client, &name, 30).await;
     let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("kill9-{i}")).collect();
-    let sent = sqs::send_all(&client, &url, &bodies, 8).await?;
+    let sent = sqs::send_ids(&client, &url, &bodies, 8).await;
 
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let args = ConsumerArgs {
@@ -61,7 +61,7 @@ async fn kill9_midrun_loses_nothing_and_duplicates_only_what_was_held() -> anyho
     let killed = Instant::now();
     let first_ledger = ledger::read(&args.ledger)?;
     let first_tally = Tally::of(&sent, &first_ledger);
-    let (visible, invisible) = sqs::counts(&client, &url).await?;
+    let (visible, invisible) = sqs::counts(&client, &url).await;
 
     let second_args = ConsumerArgs {
         ledger: dir.join(format!("{name}-second.ledger")),

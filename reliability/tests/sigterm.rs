@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, wait_until_all_processed};
-use sqs_engine_reliability::ledger::{self, Tally};
 use sqs_engine_reliability::report::{self, Row};
-use sqs_engine_reliability::sqs;
+use sqs_engine_test_support as sqs;
+use sqs_engine_test_support::ledger::{self, Tally};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_ledger-consumer");
 const MESSAGES: usize = 2_000;
@@ -20,11 +20,11 @@ const SHUTDOWN_TIMEOUT_SECS: u64 = 10;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> anyhow::Result<()> {
     let endpoint = sqs::endpoint();
-    let client = sqs::client(&endpoint).await;
-    let name = sqs::unique_name("rel-sigterm");
-    let url = sqs::create_queue(&client, &name, 30).await?;
+    let client = sqs::client_at(&endpoint).await;
+    let name = sqs::unique("rel-sigterm");
+    let url = sqs::create_queue(&client, &name, 30).await;
     let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("sigterm-{i}")).collect();
-    let sent = sqs::send_all(&client, &url, &bodies, 8).await?;
+    let sent = sqs::send_ids(&client, &url, &bodies, 8).await;
 
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let args = ConsumerArgs {
@@ -59,13 +59,13 @@ async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> an
     let first_tally = Tally::of(&sent, &first_ledger);
 
     // What is left on the queue: exactly what was not processed, and visible at once or soon.
-    let (visible, invisible) = sqs::counts(&client, &url).await?;
+    let (visible, invisible) = sqs::counts(&client, &url).await;
     let expected_left = (MESSAGES - first_tally.processed) as u64;
     let left_at_exit = visible + invisible;
     let mut all_visible_after = None;
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        let (visible, invisible) = sqs::counts(&client, &url).await?;
+        let (visible, invisible) = sqs::counts(&client, &url).await;
         if invisible == 0 && visible == expected_left {
             all_visible_after = Some(exited.elapsed());
             break;
@@ -95,7 +95,7 @@ async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> an
     let mut all = first_ledger;
     ledger::merge(&mut all, &ledger::read(&second_args.ledger)?);
     let tally = Tally::of(&sent, &all);
-    let (visible_end, invisible_end) = sqs::counts(&client, &url).await?;
+    let (visible_end, invisible_end) = sqs::counts(&client, &url).await;
     let lost = tally.unprocessed;
     let calls_retried = last.calls_failed + second_last.as_ref().map_or(0, |s| s.calls_failed);
     report::print(&[Row {

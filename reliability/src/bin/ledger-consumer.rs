@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Parser;
 use sqs_engine::{Engine, Message, Outcome, Stats, StatsHandle};
-use sqs_engine_reliability::ledger::LedgerFile;
+use sqs_engine_reliability::memory;
 use sqs_engine_reliability::status::{Kind, Status};
-use sqs_engine_reliability::{memory, sqs};
+use sqs_engine_test_support as sqs;
+use sqs_engine_test_support::ledger::LedgerFile;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Consumes a queue, recording every processed message id in a ledger file.
@@ -75,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
         LedgerFile::open(&args.ledger)
             .with_context(|| format!("opening the ledger {}", args.ledger.display()))?,
     );
-    let config = sqs::sdk_config(&args.endpoint).await;
+    let config = sqs::sdk_config_at(&args.endpoint).await;
     let mut builder = Engine::builder()
         .sdk_config(&config)
         .queue(args.queue.clone())

@@ -26,7 +26,7 @@ use clap::Parser;
 use serde::Serialize;
 use sqs_engine::{Engine, Message, Outcome};
 use sqs_engine_reliability::memory::{self, mib};
-use sqs_engine_reliability::sqs;
+use sqs_engine_test_support as sqs;
 
 /// Runs the engine under a steady load and checks that its memory stays flat.
 #[derive(Debug, Parser)]
@@ -118,9 +118,9 @@ async fn main() -> anyhow::Result<()> {
         "--warmup-secs must be shorter than --duration-secs"
     );
 
-    let client = sqs::client(&args.endpoint).await;
-    let name = sqs::unique_name("soak");
-    let url = sqs::create_queue(&client, &name, u32::try_from(args.visibility_secs)?).await?;
+    let client = sqs::client_at(&args.endpoint).await;
+    let name = sqs::unique("soak");
+    let url = sqs::create_queue(&client, &name, u32::try_from(args.visibility_secs)?).await;
 
     // The filler's plan: a tick every 100 ms, `per_tick` messages each.
     let ticks = args.duration_secs * 10;
@@ -130,7 +130,7 @@ async fn main() -> anyhow::Result<()> {
     let seen: Arc<Vec<AtomicU8>> = Arc::new((0..planned).map(|_| AtomicU8::new(0)).collect());
     let processed = Arc::new(AtomicU64::new(0));
 
-    let config = sqs::sdk_config(&args.endpoint).await;
+    let config = sqs::sdk_config_at(&args.endpoint).await;
     let mut builder = Engine::builder()
         .sdk_config(&config)
         .queue(url.clone())
@@ -276,7 +276,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut drained = false;
     while Instant::now() < drain_deadline {
-        if distinct() >= sent_total && sqs::counts(&client, &url).await? == (0, 0) {
+        if distinct() >= sent_total && sqs::counts(&client, &url).await == (0, 0) {
             drained = true;
             break;
         }

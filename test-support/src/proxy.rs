@@ -66,6 +66,7 @@ impl Fault {
         Fault::ServiceUnavailable,
     ];
 
+    /// The fault's short name, for tables and messages.
     pub fn as_str(self) -> &'static str {
         match self {
             Fault::Throttling => "throttling",
@@ -127,6 +128,7 @@ pub struct ActionCounts {
 }
 
 impl ActionCounts {
+    /// Calls answered (or reset) by the proxy instead, every fault together.
     pub fn injected_total(&self) -> u64 {
         self.injected.values().sum()
     }
@@ -140,6 +142,7 @@ impl ActionCounts {
 /// What the proxy did, per action and per connection.
 #[derive(Debug, Clone, Default)]
 pub struct Counts {
+    /// Per action (`ReceiveMessage`, `DeleteMessageBatch`, ...).
     pub actions: BTreeMap<String, ActionCounts>,
     /// Connections accepted and served.
     pub connections: u64,
@@ -155,10 +158,12 @@ impl Counts {
         self.actions.get(action).cloned().unwrap_or_default()
     }
 
+    /// Calls forwarded to LocalStack and answered, every action together.
     pub fn forwarded(&self) -> u64 {
         self.actions.values().map(|a| a.forwarded).sum()
     }
 
+    /// Calls answered (or reset) by the proxy instead, every action together.
     pub fn injected(&self) -> u64 {
         self.actions
             .values()
@@ -255,7 +260,7 @@ impl Proxy {
 
     /// A proxy in front of the test endpoint whose faults are drawn from `seed`.
     pub async fn start_with_seed(seed: u64) -> Self {
-        let upstream: Uri = super::endpoint()
+        let upstream: Uri = crate::localstack::endpoint()
             .parse()
             .expect("the test endpoint is a URI");
         let listener = TcpListener::bind("127.0.0.1:0")

@@ -1,0 +1,74 @@
+//! An engine on LocalStack, run in the background until stopped, and waiting for what it does.
+
+use std::time::Duration;
+
+use sqs_engine::{BatchHandler, Engine, EngineBuilder, Error, Handler, Stats};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::localstack::sdk_config;
+
+/// An engine builder on LocalStack for `queue`, with a short long poll so tests stop quickly.
+pub async fn builder(queue: &str) -> EngineBuilder {
+    Engine::builder()
+        .sdk_config(&sdk_config().await)
+        .queue(queue)
+        .wait_time(Duration::from_secs(1))
+}
+
+/// An engine run in the background, stopped by `stop`.
+#[derive(Debug)]
+pub struct Running {
+    /// Cancelling it starts the engine's shutdown.
+    pub stop: CancellationToken,
+    /// The engine's run: its statistics when it stopped, or its error.
+    pub task: JoinHandle<Result<Stats, Error>>,
+}
+
+impl Running {
+    /// Stops the engine and waits for it; returns its statistics.
+    ///
+    /// # Panics
+    ///
+    /// When the engine takes more than 60 s to stop, panics or fails.
+    pub async fn shutdown(self) -> Stats {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("the engine stops within 60 s")
+            .expect("the engine task does not panic")
+            .expect("the engine runs without error")
+    }
+}
+
+/// Runs `engine` with `handler` in the background.
+pub fn spawn_engine<H: Handler>(engine: Engine, handler: H) -> Running {
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone().cancelled_owned();
+    let task = tokio::spawn(engine.run(handler, shutdown));
+    Running { stop, task }
+}
+
+/// Runs `engine` with the batch handler `handler` in the background.
+pub fn spawn_batch_engine<H: BatchHandler>(engine: Engine, handler: H) -> Running {
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone().cancelled_owned();
+    let task = tokio::spawn(engine.run_batches(handler, shutdown));
+    Running { stop, task }
+}
+
+/// Waits until `check` holds, polling every 20 ms, for at most `limit`.
+///
+/// # Panics
+///
+/// When `limit` passes first, saying `what` it waited for.
+pub async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
