@@ -8,18 +8,17 @@ use aws_sdk_sqs::config::StalledStreamProtectionConfig;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::operation::RequestId;
-use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
-    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
-    SendMessageBatchRequestEntry,
+    MessageSystemAttributeName, QueueAttributeName,
 };
 
 use crate::api::{
-    BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
-    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi, is_throttling_code,
+    BoxFuture, CallError, CallErrorKind, EntryResult, QueueAttributes, ReceiveRequest,
+    ReceivedMessage, SendEntry, SqsApi, is_throttling_code,
 };
 use crate::attribute::{AttributeValue, MessageAttribute};
+use crate::aws_batch::{ENTRY_IDS, align, entry_failures, invalid_entry, send_entries};
 
 /// The engine's connection to SQS through an `aws_sdk_sqs::Client`.
 ///
@@ -211,7 +210,7 @@ impl SqsApi for AwsSqs {
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(entries, successful, failures(output.failed)))
+            Ok(align(entries, successful, entry_failures!(output.failed)))
         }))
     }
 
@@ -239,7 +238,7 @@ impl SqsApi for AwsSqs {
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(count, successful, failures(output.failed)))
+            Ok(align(count, successful, entry_failures!(output.failed)))
         }))
     }
 
@@ -248,97 +247,27 @@ impl SqsApi for AwsSqs {
         queue_url: &'a str,
         entries: &'a [SendEntry],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let mut call = self.client.send_message_batch().queue_url(queue_url);
-        for (position, entry) in entries.iter().enumerate() {
-            let mut request = SendMessageBatchRequestEntry::builder()
-                .id(ENTRY_IDS[position])
-                .message_body(&entry.body)
-                .set_message_group_id(entry.group_id.clone())
-                .set_message_deduplication_id(entry.deduplication_id.clone());
-            for (name, attribute) in &entry.attributes {
-                let value = MessageAttributeValue::builder().data_type(&attribute.data_type);
-                let value = match &attribute.value {
-                    AttributeValue::String(text) => value.string_value(text),
-                    AttributeValue::Binary(bytes) => value.binary_value(Blob::new(bytes.clone())),
-                };
-                match value.build() {
-                    Ok(value) => request = request.message_attributes(name, value),
-                    Err(error) => return invalid_entry(error),
-                }
-            }
-            match request.build() {
-                Ok(request) => call = call.entries(request),
-                Err(error) => return invalid_entry(error),
-            }
-        }
+        let built = send_entries!(
+            aws_sdk_sqs,
+            SendMessageBatchRequestEntry,
+            message_body,
+            entries
+        );
+        let call = match built {
+            Ok(built) => self
+                .client
+                .send_message_batch()
+                .queue_url(queue_url)
+                .set_entries(Some(built)),
+            Err(error) => return invalid_entry(error),
+        };
         let count = entries.len();
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(count, successful, failures(output.failed)))
+            Ok(align(count, successful, entry_failures!(output.failed)))
         }))
     }
-}
-
-/// Entry ids are positions in the batch, never message ids: the same message received twice
-/// can be settled twice in one batch without `BatchEntryIdsNotDistinct`.
-pub(crate) const ENTRY_IDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
-
-pub(crate) fn invalid_entry<T: Send + 'static>(
-    error: impl std::fmt::Display,
-) -> BoxFuture<'static, Result<T, CallError>> {
-    let error = CallError::new(CallErrorKind::Invalid, error.to_string());
-    Box::pin(async move { Err(error) })
-}
-
-/// One result per request entry, in request order, from SQS's `Successful` and `Failed` lists.
-/// An entry SQS named in neither list is reported as a transient failure, to be sent again.
-pub(crate) fn align<'a>(
-    entries: usize,
-    successful: impl Iterator<Item = &'a str>,
-    failed: impl IntoIterator<Item = (String, EntryFailure)>,
-) -> Vec<EntryResult> {
-    let mut results: Vec<Option<EntryResult>> = vec![None; entries];
-    for id in successful {
-        if let Some(slot) = id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
-            *slot = Some(EntryResult::Ok);
-        }
-    }
-    for (id, failure) in failed {
-        if let Some(slot) = id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
-            *slot = Some(EntryResult::Failed(failure));
-        }
-    }
-    results
-        .into_iter()
-        .map(|result| {
-            result.unwrap_or_else(|| {
-                EntryResult::Failed(EntryFailure {
-                    code: "MissingEntryResult".into(),
-                    sender_fault: false,
-                    message: Some(
-                        "SQS listed the entry neither as successful nor as failed".into(),
-                    ),
-                })
-            })
-        })
-        .collect()
-}
-
-/// SQS's `Failed` list, as entry ids and failures.
-fn failures(
-    failed: Vec<aws_sdk_sqs::types::BatchResultErrorEntry>,
-) -> impl Iterator<Item = (String, EntryFailure)> {
-    failed.into_iter().map(|failure| {
-        (
-            failure.id,
-            EntryFailure {
-                code: failure.code,
-                sender_fault: failure.sender_fault,
-                message: failure.message,
-            },
-        )
-    })
 }
 
 fn convert_message(message: aws_sdk_sqs::types::Message) -> ReceivedMessage {
@@ -475,29 +404,5 @@ mod tests {
             kind_of(Some("InvalidParameterValue"), 400),
             CallErrorKind::Invalid
         );
-    }
-
-    #[test]
-    fn batch_results_are_aligned_to_request_positions() {
-        let failed = vec![
-            aws_sdk_sqs::types::BatchResultErrorEntry::builder()
-                .id("1")
-                .code("ReceiptHandleIsInvalid")
-                .sender_fault(true)
-                .build()
-                .expect("valid entry"),
-        ];
-        let results = align(3, ["2", "0"].into_iter(), failures(failed));
-        assert_eq!(results[0], EntryResult::Ok);
-        assert!(
-            matches!(&results[1], EntryResult::Failed(f) if f.code == "ReceiptHandleIsInvalid")
-        );
-        assert_eq!(results[2], EntryResult::Ok);
-    }
-
-    #[test]
-    fn an_entry_sqs_did_not_mention_is_sent_again() {
-        let results = align(2, ["0"].into_iter(), Vec::new());
-        assert!(matches!(&results[1], EntryResult::Failed(f) if f.is_transient()));
     }
 }

@@ -3,12 +3,10 @@
 use std::time::Duration;
 
 use aws_sdk_sns::Client;
-use aws_sdk_sns::primitives::Blob;
-use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 
-use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
-use crate::attribute::AttributeValue;
-use crate::aws::{DEFAULT_CALL_TIMEOUT, ENTRY_IDS, align, classify, invalid_entry, within};
+use crate::api::{BoxFuture, CallError, EntryResult, SendEntry};
+use crate::aws::{DEFAULT_CALL_TIMEOUT, classify, within};
+use crate::aws_batch::{align, entry_failures, invalid_entry, send_entries};
 use crate::sns_api::SnsApi;
 
 /// The broker's connection to SNS through an `aws_sdk_sns::Client`, with the SDK's retries
@@ -61,29 +59,15 @@ impl SnsApi for AwsSns {
         topic_arn: &'a str,
         entries: &'a [SendEntry],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let mut call = self.client.publish_batch().topic_arn(topic_arn);
-        for (position, entry) in entries.iter().enumerate() {
-            let mut request = PublishBatchRequestEntry::builder()
-                .id(ENTRY_IDS[position])
-                .message(&entry.body)
-                .set_message_group_id(entry.group_id.clone())
-                .set_message_deduplication_id(entry.deduplication_id.clone());
-            for (name, attribute) in &entry.attributes {
-                let value = MessageAttributeValue::builder().data_type(&attribute.data_type);
-                let value = match &attribute.value {
-                    AttributeValue::String(text) => value.string_value(text),
-                    AttributeValue::Binary(bytes) => value.binary_value(Blob::new(bytes.clone())),
-                };
-                match value.build() {
-                    Ok(value) => request = request.message_attributes(name, value),
-                    Err(error) => return invalid_entry(error),
-                }
-            }
-            match request.build() {
-                Ok(request) => call = call.publish_batch_request_entries(request),
-                Err(error) => return invalid_entry(error),
-            }
-        }
+        let built = send_entries!(aws_sdk_sns, PublishBatchRequestEntry, message, entries);
+        let call = match built {
+            Ok(built) => self
+                .client
+                .publish_batch()
+                .topic_arn(topic_arn)
+                .set_publish_batch_request_entries(Some(built)),
+            Err(error) => return invalid_entry(error),
+        };
         let count = entries.len();
         Box::pin(within(self.call_timeout, async move {
             let output = call.send().await.map_err(classify)?;
@@ -92,20 +76,7 @@ impl SnsApi for AwsSns {
                 .iter()
                 .flatten()
                 .filter_map(|entry| entry.id.as_deref());
-            let failed = output
-                .failed
-                .unwrap_or_default()
-                .into_iter()
-                .map(|failure| {
-                    (
-                        failure.id,
-                        EntryFailure {
-                            code: failure.code,
-                            sender_fault: failure.sender_fault,
-                            message: failure.message,
-                        },
-                    )
-                });
+            let failed = entry_failures!(output.failed.unwrap_or_default());
             Ok(align(count, successful, failed))
         }))
     }

@@ -87,6 +87,7 @@ pub(crate) use defect;
 mod api;
 mod attribute;
 mod aws;
+mod aws_batch;
 #[cfg(feature = "sns")]
 mod aws_sns;
 mod backoff;
