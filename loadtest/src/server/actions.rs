@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::named::Named;
 use super::protocol::{
     BatchOutput, BatchResultEntry, BatchResultErrorEntry, ChangeMessageVisibilityBatchInput,
     ChangeMessageVisibilityInput, CreateQueueInput, DeleteMessageBatchInput, DeleteMessageInput,
@@ -107,18 +108,15 @@ impl Action {
             Self::ChangeMessageVisibilityBatch => "ChangeMessageVisibilityBatch",
         }
     }
+}
 
-    /// The action named `name`, when the server implements it.
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|action| action.name() == name)
+impl Named for Action {
+    fn all() -> &'static [Self] {
+        &Self::ALL
     }
 
-    /// The action's position in [`Action::ALL`].
-    fn index(self) -> usize {
-        Self::ALL
-            .iter()
-            .position(|action| *action == self)
-            .unwrap_or_default()
+    fn name_of(self) -> &'static str {
+        self.name()
     }
 }
 

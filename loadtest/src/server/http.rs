@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::actions::{Action, Sqs};
+use super::named::Named;
 use super::protocol::{CONTENT_TYPE as AMZ_JSON, ErrorKind, SqsError, TARGET_PREFIX};
 use super::query::{FORM_CONTENT_TYPE, Form, QueryError, XML_CONTENT_TYPE};
 use super::sns::Sns;

@@ -39,12 +39,14 @@
 //! Layout: `protocol` has the wire shapes and errors, `queue` one queue's state,
 //! `actions` what each action does, `latency` the latency added to each call, and `http`
 //! the HTTP server; for SNS, `query` the AWS Query protocol, `sns` the topics and their
-//! actions, and `envelope` the JSON notification of a delivery without raw delivery.
+//! actions, and `envelope` the JSON notification of a delivery without raw delivery; `named`
+//! finds an action of either API by its name and gives its counter's index.
 
 mod actions;
 mod envelope;
 mod http;
 mod latency;
+mod named;
 mod protocol;
 mod query;
 mod queue;

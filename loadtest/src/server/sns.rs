@@ -25,6 +25,7 @@ use tracing::warn;
 
 use super::actions::Sqs;
 use super::envelope::{Published, notification};
+use super::named::Named;
 use super::protocol::{
     ACCOUNT_ID, MessageAttributeValue, MessageAttributes, NewMessage, REGION, attributes_size,
 };
@@ -80,18 +81,15 @@ impl SnsAction {
             Self::PublishBatch => "PublishBatch",
         }
     }
+}
 
-    /// The action named `name`, when the server implements it.
-    fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|action| action.name() == name)
+impl Named for SnsAction {
+    fn all() -> &'static [Self] {
+        &Self::ALL
     }
 
-    /// The action's position in [`SnsAction::ALL`].
-    fn index(self) -> usize {
-        Self::ALL
-            .iter()
-            .position(|action| *action == self)
-            .unwrap_or_default()
+    fn name_of(self) -> &'static str {
+        self.name()
     }
 }
 
