@@ -6,9 +6,53 @@ use std::time::Duration;
 use crate::error::ConfigError;
 
 /// A newtype over `$int` that holds only `$min..=$max`, made with `new`, which refuses any
-/// other value with a [`ConfigError`] naming `$setting` and the range (`"1..=10"`).
+/// other value with a [`ConfigError`] naming `$setting` and the range (`"1..=10"`). The bounds
+/// may be byte sizes (`1 MiB..=1 TiB`, and the range reads so). The lower bound may be the
+/// value of another bounded setting, named in words (`(one receive batch: ReceiveBatch)..=10`):
+/// `new` then takes that setting too, and the range reads `"at least one receive batch, at most
+/// 10"`.
 macro_rules! bounded {
     ($(#[$doc:meta])* $name:ident($int:ty): $setting:literal in $min:literal..=$max:literal) => {
+        bounded!(@fixed $(#[$doc])* $name($int), $setting, $min, $max,
+            concat!($min, "..=", $max));
+    };
+    ($(#[$doc:meta])* $name:ident($int:ty): $setting:literal
+        in $min:literal $min_unit:ident..=$max:literal $max_unit:ident) => {
+        bounded!(@fixed $(#[$doc])* $name($int), $setting,
+            $min << unit_shift!($min_unit), $max << unit_shift!($max_unit),
+            concat!($min, " ", stringify!($min_unit), "..=", $max, " ", stringify!($max_unit)));
+    };
+    ($(#[$doc:meta])* $name:ident($int:ty): $setting:literal
+        in ($($words:ident)+ : $low:ident)..=$max:literal) => {
+        bounded!(@ $(#[$doc])* $name($int), $setting, $low::MIN, $max,
+            concat!("at least ", stringify!($($words)+), ", at most ", $max));
+
+        impl $name {
+            /// `value`, when it is in the range that starts at `low`.
+            pub(crate) fn new(value: $int, low: $low) -> Result<Self, ConfigError> {
+                Self::within(low.get(), value)
+            }
+        }
+    };
+    (@fixed $(#[$doc:meta])* $name:ident($int:ty), $setting:literal, $min:expr, $max:expr,
+        $range:expr) => {
+        bounded!(@ $(#[$doc])* $name($int), $setting, $min, $max, $range);
+
+        #[allow(dead_code, reason = "each setting uses the part of the range it needs")]
+        impl $name {
+            /// `value`, when it is in the range.
+            pub(crate) fn new(value: $int) -> Result<Self, ConfigError> {
+                Self::within(Self::MIN, value)
+            }
+
+            /// Whether `value` is in the range.
+            pub(crate) fn contains(value: $int) -> bool {
+                (Self::MIN..=Self::MAX).contains(&value)
+            }
+        }
+    };
+    (@ $(#[$doc:meta])* $name:ident($int:ty), $setting:literal, $min:expr, $max:expr,
+        $range:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) struct $name($int);
@@ -20,20 +64,15 @@ macro_rules! bounded {
             /// The largest value allowed.
             pub(crate) const MAX: $int = $max;
             /// The range, as an error names it.
-            pub(crate) const RANGE: &'static str = concat!($min, "..=", $max);
+            pub(crate) const RANGE: &'static str = $range;
 
-            /// `value`, when it is in the range.
-            pub(crate) fn new(value: $int) -> Result<Self, ConfigError> {
-                if Self::contains(value) {
+            /// `value`, when it is in `min..=MAX`.
+            fn within(min: $int, value: $int) -> Result<Self, ConfigError> {
+                if (min..=Self::MAX).contains(&value) {
                     Ok(Self(value))
                 } else {
                     Err(ConfigError::new($setting, value, Self::RANGE))
                 }
-            }
-
-            /// Whether `value` is in the range.
-            pub(crate) fn contains(value: $int) -> bool {
-                (Self::MIN..=Self::MAX).contains(&value)
             }
 
             /// The value.
@@ -41,6 +80,23 @@ macro_rules! bounded {
                 self.0
             }
         }
+    };
+}
+
+/// The bits a byte count shifts by to count in `$unit`: `1 << unit_shift!(MiB)` bytes is
+/// one MiB.
+macro_rules! unit_shift {
+    (KiB) => {
+        10
+    };
+    (MiB) => {
+        20
+    };
+    (GiB) => {
+        30
+    };
+    (TiB) => {
+        40
     };
 }
 
@@ -69,6 +125,18 @@ bounded! {
 bounded! {
     /// [`prefetch`](crate::EngineBuilder::prefetch): messages received ahead of a free worker.
     Prefetch(usize): "prefetch" in 0..=100_000
+}
+
+bounded! {
+    /// [`max_held`](crate::EngineBuilder::max_held): the most messages held at once, from one
+    /// receive batch up.
+    MaxHeld(usize): "max_held" in (one receive batch: ReceiveBatch)..=1_000_000
+}
+
+bounded! {
+    /// [`max_held_bytes`](crate::EngineBuilder::max_held_bytes): the most bytes of message
+    /// bodies held at once.
+    MaxHeldBytes(usize): "max_held_bytes" in 1 MiB..=1 TiB
 }
 
 bounded! {
@@ -159,6 +227,32 @@ mod tests {
         );
         assert!(!MaxReceiveCount::contains(1001));
         assert!(MaxReceiveCount::contains(1000));
+    }
+
+    #[test]
+    fn a_range_in_bytes_reads_in_its_units() {
+        assert_eq!(MaxHeldBytes::MIN, 1 << 20);
+        assert_eq!(MaxHeldBytes::MAX, 1 << 40);
+        assert_eq!(
+            MaxHeldBytes::new((1 << 20) - 1),
+            Err(ConfigError::new(
+                "max_held_bytes",
+                1_048_575,
+                "1 MiB..=1 TiB"
+            ))
+        );
+    }
+
+    #[test]
+    fn a_range_that_starts_at_another_setting_names_it() -> Result<(), ConfigError> {
+        let batch = ReceiveBatch::new(10)?;
+        assert_eq!(MaxHeld::new(10, batch).map(MaxHeld::get), Ok(10));
+        assert_eq!(
+            MaxHeld::new(9, batch).expect_err("refused").to_string(),
+            "`max_held` is 9, but must be at least one receive batch, at most 1000000"
+        );
+        assert!(MaxHeld::new(1_000_001, ReceiveBatch::new(1)?).is_err());
+        Ok(())
     }
 
     #[test]

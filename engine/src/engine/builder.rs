@@ -9,8 +9,8 @@ use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::backoff::Backoff;
 use crate::bounded::{
-    BatchesInFlight, GiveUpAfter, HeartbeatMargin, MaxBatchWait, MaxReceiveCount, Prefetch,
-    ReceiveBatch, Receivers, WaitTime, Workers,
+    BatchesInFlight, GiveUpAfter, HeartbeatMargin, MaxBatchWait, MaxHeld, MaxHeldBytes,
+    MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime, Workers,
 };
 use crate::error::{ConfigError, Error};
 use crate::fifo::FifoOrder;
@@ -349,7 +349,8 @@ impl EngineBuilder {
             .ok_or_else(|| ConfigError::new("queue", "unset", "a queue name or URL"))?;
         let receivers = Receivers::new(self.receivers)?.get();
         let workers = Workers::new(self.workers)?.get();
-        let receive_batch = ReceiveBatch::new(self.receive_batch)?.get();
+        let batch = ReceiveBatch::new(self.receive_batch)?;
+        let receive_batch = batch.get();
         let max_batches_in_flight = BatchesInFlight::new(self.max_batches_in_flight)?.get();
         let wait_time = WaitTime::new(self.wait_time)?.get();
         let visibility_timeout = match self.visibility_timeout {
@@ -372,18 +373,8 @@ impl EngineBuilder {
         let prefetch = Prefetch::new(self.prefetch.unwrap_or(receive_batch * receivers))?.get();
         let give_up_after = GiveUpAfter::new(self.give_up_after)?.get();
         let queue_name = crate::queue_url::name_of(&queue).to_owned();
-        check_range(
-            "max_held",
-            self.max_held,
-            receive_batch..=MAX_HELD,
-            "at least one receive batch, at most 1000000",
-        )?;
-        check_range(
-            "max_held_bytes",
-            self.max_held_bytes,
-            (1 << 20)..=(1 << 40),
-            "1 MiB..=1 TiB",
-        )?;
+        let max_held = MaxHeld::new(self.max_held, batch)?.get();
+        let max_held_bytes = MaxHeldBytes::new(self.max_held_bytes)?.get();
         let redrive = match (self.max_attempts, self.dead_letter) {
             (None, None) => None,
             (Some(_), None) => {
@@ -414,8 +405,8 @@ impl EngineBuilder {
             queue,
             receivers,
             workers,
-            capacity: self.max_held,
-            capacity_kib: self.max_held_bytes / 1024,
+            capacity: max_held,
+            capacity_kib: max_held_bytes / 1024,
             prefetch,
             receive: ReceiverConfig {
                 max_messages: u8::try_from(receive_batch).unwrap_or(10),
@@ -440,9 +431,6 @@ impl EngineBuilder {
     }
 }
 
-/// The most messages held, whatever the setting.
-const MAX_HELD: usize = 1_000_000;
-
 /// The most receivers at once, unless told otherwise.
 const DEFAULT_RECEIVERS: usize = 128;
 
@@ -451,19 +439,6 @@ const DEFAULT_MAX_HELD: usize = 4_096;
 
 /// The most bytes of bodies held at once, unless told otherwise: 64 MiB.
 const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
-
-fn check_range(
-    setting: &'static str,
-    value: usize,
-    range: std::ops::RangeInclusive<usize>,
-    expected: &'static str,
-) -> Result<(), ConfigError> {
-    if range.contains(&value) {
-        Ok(())
-    } else {
-        Err(ConfigError::new(setting, value, expected))
-    }
-}
 
 #[cfg(test)]
 mod tests {
