@@ -290,7 +290,14 @@ impl Opener<'_> {
         Fut: Future<Output = Result<T, CallError>> + 'c,
     {
         let started = tokio::time::Instant::now();
-        let result = retrying(self.backoff, self.metrics, action, call).await;
+        // Each attempt is counted.
+        let result = retry::retrying_observed(self.backoff, call, |result, attempt, again| {
+            self.metrics.call(action, result.is_ok());
+            if let (Err(error), true) = (result, again) {
+                warn!(action = action.as_str(), attempt, error = %error, "call failed; retrying");
+            }
+        })
+        .await;
         if result.is_ok() {
             // Retries included: an upper bound of the round trip, which is what a grace needs.
             self.round_trip.sample(started.elapsed());
@@ -304,25 +311,4 @@ impl QueueRuntime {
     pub(crate) fn metrics_stats(&self) -> crate::metrics::Stats {
         self.metrics.snapshot()
     }
-}
-
-/// Makes a call, again after transient failures, under the backoff's budget. Each call is
-/// counted.
-pub(crate) async fn retrying<'a, T, F, Fut>(
-    backoff: &Backoff,
-    metrics: &QueueMetrics,
-    action: Action,
-    call: F,
-) -> Result<T, CallError>
-where
-    F: FnMut() -> Fut + 'a,
-    Fut: Future<Output = Result<T, CallError>> + 'a,
-{
-    retry::retrying_observed(backoff, call, |result, attempt, again| {
-        metrics.call(action, result.is_ok());
-        if let (Err(error), true) = (result, again) {
-            warn!(action = action.as_str(), attempt, error = %error, "call failed; retrying");
-        }
-    })
-    .await
 }
