@@ -10,9 +10,10 @@ use tokio::sync::Semaphore;
 
 use crate::api::ReceivedMessage;
 use crate::backoff::Backoff;
+use crate::batch::FlushReason;
 use crate::delivery::Delivery;
 use crate::handler::Handler;
-use crate::lane::{FlushReason, Lane};
+use crate::lane::Lane;
 use crate::metrics::{QueueMetrics, StatsCells};
 use crate::outcome::Outcome;
 use crate::queue::{OpenOptions, QueueRuntime};

@@ -1,5 +1,5 @@
-//! The two batch calls a settlement goes out in, and why a batch went out: the vocabulary the
-//! settlement state and the metrics share (a leaf module: it imports nothing of the crate).
+//! The two batch calls a settlement goes out in: the vocabulary the settlement state and the
+//! metrics share (a leaf module: it imports nothing of the crate).
 
 /// Which batch call an entry goes out in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -17,42 +17,6 @@ impl Lane {
         match self {
             Lane::Delete => 0,
             Lane::Visibility => 1,
-        }
-    }
-}
-
-/// Why a batch went out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum FlushReason {
-    Full,
-    Idle,
-    Deadline,
-    Shutdown,
-}
-
-impl FlushReason {
-    pub(crate) const ALL: [FlushReason; 4] = [
-        FlushReason::Full,
-        FlushReason::Idle,
-        FlushReason::Deadline,
-        FlushReason::Shutdown,
-    ];
-
-    pub(crate) fn index(self) -> usize {
-        match self {
-            FlushReason::Full => 0,
-            FlushReason::Idle => 1,
-            FlushReason::Deadline => 2,
-            FlushReason::Shutdown => 3,
-        }
-    }
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            FlushReason::Full => "full",
-            FlushReason::Idle => "idle",
-            FlushReason::Deadline => "deadline",
-            FlushReason::Shutdown => "shutdown",
         }
     }
 }

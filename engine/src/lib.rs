@@ -91,6 +91,7 @@ mod aws_batch;
 #[cfg(feature = "sns")]
 mod aws_sns;
 mod backoff;
+mod batch;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
@@ -110,6 +111,7 @@ pub mod limits;
 mod message;
 pub mod metrics;
 mod outcome;
+mod per_entry;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod queue;

@@ -41,7 +41,8 @@ use metrics::{
     gauge, histogram,
 };
 
-use crate::lane::{FlushReason, Lane};
+use crate::batch::FlushReason;
+use crate::lane::Lane;
 use crate::outcome::Outcome;
 
 /// The SQS actions the engine calls.

@@ -85,7 +85,6 @@
 //! Characters SQS refuses in a queue name become `-` ([`queue_name`]), a `.fifo` suffix is
 //! kept, and a queue URL is used as it is.
 
-mod batcher;
 mod broker;
 #[cfg(feature = "asyncapi")]
 mod describe;

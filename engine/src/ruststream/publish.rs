@@ -1,5 +1,6 @@
 //! Publishing: [`SqsPublish`] (the policy), [`SqsPublisher`] (the live publisher) and the
-//! per-destination drivers that coalesce publishes into `SendMessageBatch` calls.
+//! per-destination drivers that coalesce publishes into `SendMessageBatch` calls, each a line
+//! of the batching core under a byte budget per call.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -12,7 +13,6 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, warn};
 
 use super::PARTITION_KEY_HEADER;
-use super::batcher::{Batcher, BatcherConfig};
 use super::broker::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
 use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
@@ -20,8 +20,10 @@ use super::queue::{is_fifo, queue_name};
 use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
 use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::backoff::Backoff;
-use crate::caught::caught;
+use crate::batch::budget::{ByteBudget, Weighed};
+use crate::batch::{BatchConfig, Batcher, MAX_ENTRIES, Queued};
 use crate::metrics::CallCounts;
+use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::queue_url::is_url;
 use crate::retry::retrying;
 use crate::sleep::sleep_until_or_forever;
@@ -459,23 +461,45 @@ impl Target {
 /// A publish waiting for its call.
 struct Pending {
     entry: SendEntry,
-    /// The destination as the publish named it, for errors.
-    named: Arc<str>,
-    tx: oneshot::Sender<Result<(), SqsError>>,
+    /// The entry's size.
+    bytes: usize,
+    /// When it was queued.
+    since: Instant,
+    /// Who waits for the answer.
+    waiter: Waiter,
 }
+
+/// Who waits for a publish's answer: the destination as the publish named it, for errors, and
+/// the answer's channel.
+type Waiter = (Arc<str>, oneshot::Sender<Result<(), SqsError>>);
+
+impl Queued for Pending {
+    fn enqueued_at(&self) -> Instant {
+        self.since
+    }
+}
+
+impl Weighed for Pending {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// A destination's waiting publishes.
+type Line = Batcher<Pending, ByteBudget>;
 
 /// One destination: its address (queue URL, topic ARN) once resolved, and its waiting
 /// publishes.
 struct Destination {
     target: Target,
     address: OnceCell<String>,
-    state: Mutex<Batcher<Pending>>,
+    state: Mutex<Line>,
     wake: Notify,
     calls: CallCounts,
 }
 
 impl Destination {
-    fn lock(&self) -> MutexGuard<'_, Batcher<Pending>> {
+    fn lock(&self) -> MutexGuard<'_, Line> {
         // Plain data under the lock, and no code under it panics.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -494,7 +518,10 @@ pub(crate) struct Publishing {
     services: Services,
     runtime: tokio::runtime::Handle,
     backoff: Backoff,
-    config: BatcherConfig,
+    config: BatchConfig,
+    /// The bytes of a call's entries beyond which no entry is added (a larger entry goes
+    /// alone).
+    max_bytes: usize,
     destinations: Mutex<HashMap<Target, Arc<Destination>>>,
     tasks: TaskTracker,
 }
@@ -505,11 +532,12 @@ impl Publishing {
             services,
             runtime,
             backoff: Backoff::default(),
-            config: BatcherConfig {
+            config: BatchConfig {
+                max_batch: MAX_ENTRIES,
                 max_wait: Duration::from_millis(5),
-                max_bytes: 256 * 1024,
                 max_in_flight: 4,
             },
+            max_bytes: 256 * 1024,
             destinations: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
         }
@@ -551,11 +579,14 @@ impl Publishing {
                         calls: CallCounts::new(target.name(), target.action()),
                         target: target.clone(),
                         address: OnceCell::new(),
-                        state: Mutex::new(Batcher::new(BatcherConfig {
-                            // One call at a time keeps a FIFO destination's order.
-                            max_in_flight: if fifo { 1 } else { self.config.max_in_flight },
-                            ..self.config
-                        })),
+                        state: Mutex::new(Batcher::new(
+                            BatchConfig {
+                                // One call at a time keeps a FIFO destination's order.
+                                max_in_flight: if fifo { 1 } else { self.config.max_in_flight },
+                                ..self.config
+                            },
+                            ByteBudget::new(self.max_bytes),
+                        )),
                         wake: Notify::new(),
                     });
                     destinations.insert(target.clone(), Arc::clone(&destination));
@@ -577,10 +608,11 @@ impl Publishing {
         let (tx, rx) = oneshot::channel();
         let pending = Pending {
             entry,
-            named: Arc::from(named),
-            tx,
+            bytes,
+            since: Instant::now(),
+            waiter: (Arc::from(named), tx),
         };
-        match destination.lock().push(pending, bytes, Instant::now()) {
+        match destination.lock().offer(pending) {
             Ok(true) => destination.wake.notify_one(),
             Ok(false) => {}
             Err(_) => return Err(SqsError::NotConnected),
@@ -618,7 +650,7 @@ async fn drive(
         let mut batches = Vec::new();
         let (deadline, done) = {
             let mut state = destination.lock();
-            while let Some(batch) = state.poll_batch(now) {
+            while let Some((_, batch)) = state.poll(now) {
                 batches.push(batch);
             }
             (state.next_deadline(), state.is_done())
@@ -670,109 +702,90 @@ async fn send(
         .cloned();
     match address {
         Ok(address) => {
-            let call = |entries: Arc<Vec<SendEntry>>| {
-                let services = services.clone();
-                let address = address.clone();
-                let target = destination.target.clone();
-                async move {
-                    match target {
-                        Target::Queue(_) => {
-                            services.sqs.send_message_batch(&address, &entries).await
-                        }
-                        #[cfg(feature = "sns")]
-                        Target::Topic(_) => services.sns.publish_batch(&address, &entries).await,
-                    }
-                }
+            let call = PublishCall {
+                services: &services,
+                target: &destination.target,
+                address: &address,
+                calls: &destination.calls,
             };
-            send_to(call, backoff, &destination.calls, &address, batch).await;
+            let (entries, waiters) = batch
+                .into_iter()
+                .map(|pending| (pending.entry, pending.waiter))
+                .unzip();
+            send_per_entry(&call, &backoff, entries, waiters).await;
         }
         Err(error) => {
             warn!(destination = %destination.target.name(), error = %error, "publish: the destination cannot be resolved");
-            fail_all(batch, &error);
+            for pending in batch {
+                let (named, tx) = pending.waiter;
+                let _ = tx.send(Err(publish_error(&named, &error)));
+            }
         }
     }
     destination.lock().finish();
     destination.wake.notify_one();
 }
 
-async fn send_to<F, Fut>(
-    call: F,
-    backoff: Backoff,
-    calls: &CallCounts,
-    address: &str,
-    batch: Vec<Pending>,
-) where
-    F: Fn(Arc<Vec<SendEntry>>) -> Fut,
-    Fut: Future<Output = Result<Vec<EntryResult>, CallError>> + Send,
-{
-    let (mut entries, mut waiting): (Vec<SendEntry>, Vec<_>) = batch
-        .into_iter()
-        .map(|pending| (pending.entry, (pending.named, pending.tx)))
-        .unzip();
-    let mut attempt = 1;
-    loop {
-        let budget_left = attempt < backoff.max_attempts();
-        let mut retry_entries = Vec::new();
-        let mut retry_waiting = Vec::new();
-        let shared = Arc::new(entries);
-        let answer = caught(call(Arc::clone(&shared))).await;
-        // The call's future is gone: the entries are this loop's alone again.
-        entries = Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone());
-        calls.call(answer.is_ok(), entries.len());
-        match answer {
-            Ok(results) => {
-                let mut results = results.into_iter();
-                for (entry, (named, tx)) in entries.into_iter().zip(waiting) {
-                    match results.next() {
-                        Some(EntryResult::Ok) => {
-                            let _ = tx.send(Ok(()));
-                        }
-                        Some(EntryResult::Failed(failure))
-                            if failure.is_transient() && budget_left =>
-                        {
-                            retry_entries.push(entry);
-                            retry_waiting.push((named, tx));
-                        }
-                        failed => {
-                            let error = match failed {
-                                Some(EntryResult::Failed(failure)) => CallError::new(
-                                    if failure.is_transient() {
-                                        CallErrorKind::Server
-                                    } else {
-                                        CallErrorKind::Invalid
-                                    },
-                                    failure.message.clone().unwrap_or_default(),
-                                )
-                                .with_code(failure.code),
-                                _ => CallError::new(
-                                    CallErrorKind::Server,
-                                    "the service listed the entry neither as successful nor as failed",
-                                ),
-                            };
-                            let _ = tx.send(Err(publish_error(&named, &error)));
-                        }
-                    }
-                }
-            }
-            Err(error) if error.is_transient() && budget_left => {
-                warn!(address, attempt, error = %error, action = calls.action, "batch publish failed; retrying");
-                retry_entries = entries;
-                retry_waiting = waiting;
-            }
-            Err(error) => {
-                warn!(address, attempt, error = %error, action = calls.action, "batch publish failed");
-                for (named, tx) in waiting {
-                    let _ = tx.send(Err(publish_error(&named, &error)));
-                }
-            }
+/// The batch calls of one destination, once its address is known.
+struct PublishCall<'a> {
+    services: &'a Services,
+    target: &'a Target,
+    address: &'a str,
+    calls: &'a CallCounts,
+}
+
+impl BatchCall for PublishCall<'_> {
+    type Entry = SendEntry;
+    type Waiter = Waiter;
+
+    fn call<'a>(
+        &'a self,
+        entries: &'a [SendEntry],
+        _sent_at: Instant,
+    ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send + 'a {
+        match self.target {
+            Target::Queue(_) => self.services.sqs.send_message_batch(self.address, entries),
+            #[cfg(feature = "sns")]
+            Target::Topic(_) => self.services.sns.publish_batch(self.address, entries),
         }
-        if retry_entries.is_empty() {
-            return;
+    }
+
+    fn called(&self, ok: bool, entries: usize, _sent_at: Instant) {
+        self.calls.call(ok, entries);
+    }
+
+    fn answer(
+        &self,
+        _entry: SendEntry,
+        (named, tx): Waiter,
+        answer: EntryAnswer,
+        _sent_at: Instant,
+    ) {
+        let result = match answer {
+            EntryAnswer::Applied => Ok(()),
+            EntryAnswer::Refused(failure) | EntryAnswer::GaveUp { failure, .. } => {
+                let kind = if failure.is_transient() {
+                    CallErrorKind::Server
+                } else {
+                    CallErrorKind::Invalid
+                };
+                let error = CallError::new(kind, failure.message.clone().unwrap_or_default())
+                    .with_code(failure.code);
+                Err(publish_error(&named, &error))
+            }
+            EntryAnswer::CallFailed { error, .. } => Err(publish_error(&named, &error)),
+        };
+        // The publish may have been dropped: only its answer is lost.
+        let _ = tx.send(result);
+    }
+
+    fn call_failed(&self, error: &CallError, attempt: u32, again: bool, _entries: usize) {
+        let (address, action) = (self.address, self.calls.action);
+        if again {
+            warn!(address, attempt, error = %error, action, "batch publish failed; retrying");
+        } else {
+            warn!(address, attempt, error = %error, action, "batch publish failed");
         }
-        tokio::time::sleep(backoff.jittered(attempt)).await;
-        attempt += 1;
-        entries = retry_entries;
-        waiting = retry_waiting;
     }
 }
 
@@ -780,12 +793,6 @@ fn publish_error(named: &str, error: &CallError) -> SqsError {
     SqsError::Publish {
         destination: named.to_owned(),
         source: Box::new(error.clone()),
-    }
-}
-
-fn fail_all(batch: Vec<Pending>, error: &CallError) {
-    for pending in batch {
-        let _ = pending.tx.send(Err(publish_error(&pending.named, error)));
     }
 }
 

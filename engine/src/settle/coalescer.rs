@@ -1,32 +1,28 @@
 //! The settlement coalescer: entries in, batch calls out.
 //!
-//! A pure state machine. It holds the entries waiting for a `DeleteMessageBatch` or a
-//! `ChangeMessageVisibilityBatch` and decides when a batch goes out; it does no I/O and reads
-//! no clock: the caller passes `now` in. The token `T` rides along with each entry so the
+//! A pure state machine: two lines of the batching core ([`Batcher`]), one per action
+//! (`DeleteMessageBatch`, `ChangeMessageVisibilityBatch`), under one limit of calls in flight
+//! that follows the calls' round trip. The token `T` rides along with each entry so the
 //! driver can hand each entry's answer back to whoever is waiting for it.
 //!
-//! A lane (one per action) flushes a batch:
-//! - when it holds a full batch ([`FlushReason::Full`]);
-//! - at once when no call of its kind is in flight ([`FlushReason::Idle`]), so a lone message
-//!   settles in one round trip; but an idle delete lane whose batch the deliveries still out
-//!   would fill waits for them, up to `max_wait`, rather than send a partial batch (see
-//!   [`Coalescer::expect`]);
-//! - when its oldest entry has waited `max_wait` ([`FlushReason::Deadline`]);
-//! - at once while draining for shutdown ([`FlushReason::Shutdown`]).
-//!
+//! A lane flushes a batch when it is full, at once when no call of its kind is in flight (but an
+//! idle delete lane whose batch the deliveries still out would fill waits for them, see
+//! [`Coalescer::expect`]), when its oldest entry has waited `max_wait`, and at once while
+//! draining (see [`crate::batch`]).
 //! A batch never carries one receipt handle twice: a second entry for the same handle waits for
 //! the next batch of its lane. On the visibility lane a receipt handle is also in at most one
 //! call at a time, so that the visibility changes of one message (a heartbeat's extension, then
-//! the handler's retry) reach SQS in the order they were made.
+//! the handler's retry) reach SQS in the order they were made ([`DistinctKeys`]).
 
-use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::visibility::VisibilityTarget;
-use crate::lane::{FlushReason, Lane};
+use crate::batch::distinct::{DistinctKeys, Keyed};
+use crate::batch::{BatchConfig, Batcher, FlushReason, Queued};
+use crate::lane::Lane;
 
 /// One message's entry.
 #[derive(Debug)]
@@ -41,6 +37,18 @@ pub(crate) struct Entry<T> {
     pub(crate) token: T,
 }
 
+impl<T> Queued for Entry<T> {
+    fn enqueued_at(&self) -> Instant {
+        self.enqueued_at
+    }
+}
+
+impl<T> Keyed for Entry<T> {
+    fn key(&self) -> &Arc<str> {
+        &self.receipt
+    }
+}
+
 /// A batch ready to be sent.
 #[derive(Debug)]
 pub(crate) struct Batch<T> {
@@ -49,16 +57,10 @@ pub(crate) struct Batch<T> {
     pub(crate) entries: Vec<Entry<T>>,
 }
 
-/// The coalescer's settings.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CoalescerConfig {
-    /// Entries in a full batch, 1..=10.
-    pub(crate) max_batch: usize,
-    /// How long the oldest entry may wait while a call of its lane is in flight.
-    pub(crate) max_wait: Duration,
-    /// Calls of one lane in flight at once, at most (see [`Coalescer::round_trip`]).
-    pub(crate) max_in_flight: usize,
-}
+/// The coalescer's settings: entries in a full batch (1..=10), how long the oldest entry may
+/// wait while a call of its lane is in flight, and the most calls of one lane in flight at
+/// once (see [`Coalescer::round_trip`]).
+pub(crate) type CoalescerConfig = BatchConfig;
 
 /// Batch calls in flight worth allowing per second of their round trip: enough for 6,000
 /// calls a second of one lane (60,000 messages), more than one engine process settles.
@@ -68,66 +70,34 @@ const CALLS_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
 /// waiting for a slot is cheaper than a partial one sent early, but not by this many.
 const MIN_CALLS_IN_FLIGHT: usize = 16;
 
-#[derive(Debug)]
-struct LaneState<T> {
-    pending: VecDeque<Entry<T>>,
-    in_flight: usize,
-    /// The receipt handles in calls in flight, on a lane that keeps them in order.
-    busy: Option<HashSet<Arc<str>>>,
-}
-
-impl<T> LaneState<T> {
-    fn new(ordered: bool) -> Self {
-        Self {
-            pending: VecDeque::new(),
-            in_flight: 0,
-            busy: ordered.then(HashSet::new),
-        }
-    }
-
-    fn is_busy(&self, receipt: &Arc<str>) -> bool {
-        self.busy
-            .as_ref()
-            .is_some_and(|busy| busy.contains(receipt))
-    }
-
-    /// The oldest entry that may go out now.
-    fn oldest_ready(&self) -> Option<&Entry<T>> {
-        match &self.busy {
-            Some(busy) if !busy.is_empty() => {
-                self.pending.iter().find(|e| !busy.contains(&e.receipt))
-            }
-            _ => self.pending.front(),
-        }
-    }
-}
-
 /// The pending entries of one queue, and the rules that turn them into batches.
 #[derive(Debug)]
 pub(crate) struct Coalescer<T> {
-    config: CoalescerConfig,
+    /// Calls of one lane in flight at once, at most, whatever the round trip.
+    max_in_flight: usize,
     /// Calls of one lane allowed in flight now: what the round trip needs, within
-    /// `config.max_in_flight`.
+    /// `max_in_flight`.
     allowed: usize,
-    lanes: [LaneState<T>; 2],
-    draining: bool,
-    /// Deliveries out that may yet be deleted (see [`expect`](Self::expect)).
-    expected: usize,
+    lanes: [Batcher<Entry<T>, DistinctKeys>; 2],
 }
 
 impl<T> Coalescer<T> {
     pub(crate) fn new(config: CoalescerConfig) -> Self {
         let max_in_flight = config.max_in_flight.max(1);
+        let allowed = MIN_CALLS_IN_FLIGHT.min(max_in_flight);
+        let lane = |ordered| {
+            Batcher::new(
+                BatchConfig {
+                    max_in_flight: allowed,
+                    ..config
+                },
+                DistinctKeys::new(ordered),
+            )
+        };
         Self {
-            config: CoalescerConfig {
-                max_batch: config.max_batch.clamp(1, 10),
-                max_in_flight,
-                ..config
-            },
-            allowed: MIN_CALLS_IN_FLIGHT.min(max_in_flight),
-            lanes: [LaneState::new(false), LaneState::new(true)],
-            draining: false,
-            expected: 0,
+            max_in_flight,
+            allowed,
+            lanes: [lane(false), lane(true)],
         }
     }
 
@@ -135,9 +105,13 @@ impl<T> Coalescer<T> {
     /// entries waiting would fill a delete batch, an idle delete lane waits for them, up to
     /// `max_wait`, instead of sending a partial batch at once. At moderate load the handlers'
     /// deletes then share full calls; a lone message (nothing else out) still goes at once.
-    /// Zero, the start, never waits.
+    /// The visibility lane never waits so: its entries are retries and due extensions.
     pub(crate) fn expect(&mut self, deliveries: usize) {
-        self.expected = deliveries;
+        self.lane(Lane::Delete).expect(deliveries);
+    }
+
+    fn lane(&mut self, lane: Lane) -> &mut Batcher<Entry<T>, DistinctKeys> {
+        &mut self.lanes[lane.index()]
     }
 
     /// The batch calls take `rtt` to be answered: allow as many in flight as that round trip
@@ -146,9 +120,10 @@ impl<T> Coalescer<T> {
     /// full; on a long one, enough of them are in flight.
     pub(crate) fn round_trip(&mut self, rtt: Duration) {
         let needed = (rtt.as_secs_f64() * CALLS_PER_ROUND_TRIP_SECOND).ceil() as usize;
-        self.allowed = needed
-            .max(MIN_CALLS_IN_FLIGHT)
-            .min(self.config.max_in_flight);
+        self.allowed = needed.max(MIN_CALLS_IN_FLIGHT).min(self.max_in_flight);
+        for lane in &mut self.lanes {
+            lane.set_max_in_flight(self.allowed);
+        }
     }
 
     /// Calls of one lane allowed in flight now.
@@ -160,70 +135,26 @@ impl<T> Coalescer<T> {
     /// Adds an entry. Returns whether the driver must look at the coalescer now: a batch is
     /// ready, or the lane's flush deadline moved earlier.
     pub(crate) fn push(&mut self, lane: Lane, entry: Entry<T>) -> bool {
-        let config = self.config;
-        let state = &mut self.lanes[lane.index()];
-        let was_empty = state.pending.is_empty();
-        state.pending.push_back(entry);
-        if state.in_flight >= self.allowed {
-            // Nothing can go out before a call finishes, and finishing wakes the driver.
-            return false;
-        }
-        was_empty || state.in_flight == 0 || state.pending.len() >= config.max_batch
+        self.lane(lane).push(entry)
     }
 
     /// The next batch that is due at `now`, if any. Call it until it answers `None`.
     pub(crate) fn poll_batch(&mut self, now: Instant) -> Option<Batch<T>> {
-        let config = self.config;
-        let draining = self.draining;
-        let expected = self.expected;
-        for lane in Lane::ALL {
-            let state = &mut self.lanes[lane.index()];
-            if state.in_flight >= self.allowed {
-                continue;
-            }
-            let Some(oldest) = state.oldest_ready() else {
-                continue;
-            };
-            let reason = if state.pending.len() >= config.max_batch {
-                FlushReason::Full
-            } else if state.in_flight == 0
-                && (lane != Lane::Delete || state.pending.len() + expected < config.max_batch)
-            {
-                FlushReason::Idle
-            } else if oldest.enqueued_at + config.max_wait <= now {
-                FlushReason::Deadline
-            } else if draining {
-                FlushReason::Shutdown
-            } else {
-                continue;
-            };
-            let entries = take_distinct(state, config.max_batch);
-            if entries.is_empty() {
-                continue;
-            }
-            if let Some(busy) = &mut state.busy {
-                busy.extend(entries.iter().map(|e| Arc::clone(&e.receipt)));
-            }
-            state.in_flight += 1;
-            return Some(Batch {
+        Lane::ALL.into_iter().find_map(|lane| {
+            let (reason, entries) = self.lane(lane).poll(now)?;
+            Some(Batch {
                 lane,
                 reason,
                 entries,
-            });
-        }
-        None
+            })
+        })
     }
 
     /// When the next batch falls due if nothing else happens: the earliest deadline of a lane
     /// with entries and room for a call. `None` when only a push or a finished call can make
     /// a batch due.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.lanes
-            .iter()
-            .filter(|state| state.in_flight < self.allowed)
-            .filter_map(LaneState::oldest_ready)
-            .map(|oldest| oldest.enqueued_at + self.config.max_wait)
-            .min()
+        self.lanes.iter().filter_map(Batcher::next_deadline).min()
     }
 
     /// A call of `lane` with these receipt handles has finished (whatever its answer).
@@ -232,78 +163,55 @@ impl<T> Coalescer<T> {
         lane: Lane,
         receipts: impl IntoIterator<Item = &'a Arc<str>>,
     ) {
-        let state = &mut self.lanes[lane.index()];
-        state.in_flight = state.in_flight.saturating_sub(1);
-        if let Some(busy) = &mut state.busy {
-            for receipt in receipts {
-                busy.remove(receipt);
-            }
-        }
+        let lane = self.lane(lane);
+        lane.finish();
+        lane.rule_mut().release(receipts);
     }
 
     /// Takes out the entries of `lane` still waiting (not in a call) for which `stale` holds.
-    pub(crate) fn remove_pending(&mut self, lane: Lane, mut stale: impl FnMut(&Entry<T>) -> bool) {
-        self.lanes[lane.index()]
-            .pending
-            .retain(|entry| !stale(entry));
+    pub(crate) fn remove_pending(&mut self, lane: Lane, stale: impl FnMut(&Entry<T>) -> bool) {
+        self.lane(lane).remove_pending(stale);
     }
 
     /// From now on every pending entry is due at once.
     pub(crate) fn drain(&mut self) {
-        self.draining = true;
+        for lane in &mut self.lanes {
+            lane.drain();
+        }
     }
 
     /// Whether it is draining.
     pub(crate) fn is_draining(&self) -> bool {
-        self.draining
+        self.lanes[0].is_draining()
     }
 
     /// No entry pending and no call in flight.
     pub(crate) fn is_idle(&self) -> bool {
-        self.lanes
-            .iter()
-            .all(|state| state.pending.is_empty() && state.in_flight == 0)
+        self.lanes.iter().all(Batcher::is_idle)
     }
 
     /// Entries in a full batch.
     pub(crate) fn max_batch(&self) -> usize {
-        self.config.max_batch
+        self.lanes[0].max_batch()
     }
 
     /// Whether more entries wait, over both lanes, than the calls allowed in flight carry:
     /// settlement is behind, and receiving more would only make them wait longer.
     pub(crate) fn is_backlogged(&self) -> bool {
-        let waiting: usize = self.lanes.iter().map(|state| state.pending.len()).sum();
-        waiting > self.allowed * self.config.max_batch
+        let waiting: usize = self.lanes.iter().map(Batcher::pending).sum();
+        waiting > self.allowed * self.max_batch()
     }
 
     /// Entries waiting on `lane`.
     pub(crate) fn pending(&self, lane: Lane) -> usize {
-        self.lanes[lane.index()].pending.len()
+        self.lanes[lane.index()].pending()
     }
 
     /// Calls of `lane` in flight.
     #[cfg(test)]
     pub(crate) fn in_flight(&self, lane: Lane) -> usize {
-        self.lanes[lane.index()].in_flight
+        self.lanes[lane.index()].in_flight()
     }
-}
-
-/// Takes up to `max` entries from the front, skipping (and keeping, in order) any whose receipt
-/// handle is already in the batch or in a call in flight on an ordered lane.
-fn take_distinct<T>(state: &mut LaneState<T>, max: usize) -> Vec<Entry<T>> {
-    let mut batch: Vec<Entry<T>> = Vec::with_capacity(max.min(state.pending.len()));
-    let mut index = 0;
-    while batch.len() < max && index < state.pending.len() {
-        let receipt = &state.pending[index].receipt;
-        let skip = state.is_busy(receipt) || batch.iter().any(|taken| taken.receipt == *receipt);
-        if skip {
-            index += 1;
-        } else if let Some(entry) = state.pending.remove(index) {
-            batch.push(entry);
-        }
-    }
-    batch
 }
 
 #[cfg(test)]

@@ -25,11 +25,11 @@ use tracing::{Instrument, debug, warn};
 
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult, SqsApi};
 use crate::backoff::Backoff;
-use crate::caught::caught;
 use crate::error::SettleError;
 use crate::lane::Lane;
 use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
+use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::round_trip::RoundTrip;
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
@@ -452,74 +452,75 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
 /// Sends one batch, and again for its entries that failed transiently, under the retry budget.
 async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
     let lane = batch.lane;
-    let action = Action::of_lane(lane);
     let _in_flight = CallInFlight::new(&settler, lane, busy_receipts(lane, &batch.entries));
-    let mut entries = batch.entries;
-    let mut attempt: u32 = 1;
-    while !entries.is_empty() {
-        let sent_at = Instant::now();
-        let seconds = visibility_seconds(&entries, sent_at);
-        let result = caught(send(&settler, lane, &entries, &seconds)).await;
-        settler.metrics.call(action, result.is_ok());
-        if result.is_ok() {
-            settler.round_trip.sample(sent_at.elapsed());
+    let waiters = vec![(); batch.entries.len()];
+    let call = SettleCall {
+        settler: &settler,
+        lane,
+        action: Action::of_lane(lane),
+    };
+    send_per_entry(&call, &settler.backoff, batch.entries, waiters).await;
+}
+
+/// The batch calls of one lane of a queue's settlement.
+struct SettleCall<'a> {
+    settler: &'a Settler,
+    lane: Lane,
+    action: Action,
+}
+
+impl BatchCall for SettleCall<'_> {
+    type Entry = Entry<Token<Completion>>;
+    type Waiter = ();
+
+    fn call<'a>(
+        &'a self,
+        entries: &'a [Self::Entry],
+        sent_at: Instant,
+    ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send + 'a {
+        // Worked out at each send, so a retried entry still ends within its message's 12-hour
+        // window.
+        let seconds = visibility_seconds(entries, sent_at);
+        async move { send(self.settler, self.lane, entries, &seconds).await }
+    }
+
+    fn called(&self, ok: bool, _entries: usize, sent_at: Instant) {
+        self.settler.metrics.call(self.action, ok);
+        if ok {
+            self.settler.round_trip.sample(sent_at.elapsed());
         }
-        let budget_left = attempt < settler.backoff.max_attempts();
-        let mut retry = Vec::new();
-        match result {
-            Ok(results) => {
-                let mut results = results.into_iter();
-                for (entry, seconds) in entries.into_iter().zip(seconds_or_zero(&seconds)) {
-                    let result = results.next().unwrap_or_else(|| {
-                        EntryResult::Failed(EntryFailure {
-                            code: "MissingEntryResult".into(),
-                            sender_fault: false,
-                            message: Some(
-                                "SQS listed this entry neither as successful nor as failed".into(),
-                            ),
-                        })
-                    });
-                    let failure = match result {
-                        EntryResult::Ok => None,
-                        EntryResult::Failed(failure) if failure.is_transient() && budget_left => {
-                            debug!(queue = %settler.name, message_id = message_id(&entry.token), code = %failure.code, "entry failed transiently; sending it again");
-                            retry.push(entry);
-                            continue;
-                        }
-                        EntryResult::Failed(failure) if failure.is_transient() => {
-                            // Out of budget: report it as the call failure it was.
-                            Some(Failure::Call {
-                                error: CallError::new(CallErrorKind::Server, failure.to_string())
-                                    .with_code(failure.code),
-                                attempts: attempt,
-                            })
-                        }
-                        EntryResult::Failed(failure) => Some(Failure::Rejected(failure)),
-                    };
-                    finish_entry(&settler, lane, entry, sent_at, seconds, failure);
-                }
-            }
-            Err(error) if error.is_transient() && budget_left => {
-                warn!(queue = %settler.name, action = action.as_str(), attempt, error = %error, "batch call failed; retrying");
-                retry = entries;
-            }
-            Err(error) => {
-                warn!(queue = %settler.name, action = action.as_str(), attempt, error = %error, entries = entries.len(), "batch call failed; failing its entries");
-                for entry in entries {
-                    let failure = Failure::Call {
-                        error: error.clone(),
-                        attempts: attempt,
-                    };
-                    finish_entry(&settler, lane, entry, sent_at, 0, Some(failure));
-                }
-            }
+    }
+
+    fn answer(&self, entry: Self::Entry, (): (), answer: EntryAnswer, sent_at: Instant) {
+        let failure = match answer {
+            EntryAnswer::Applied => None,
+            EntryAnswer::Refused(failure) => Some(Failure::Rejected(failure)),
+            // Out of budget: report it as the call failure it was.
+            EntryAnswer::GaveUp { failure, attempts } => Some(Failure::Call {
+                error: CallError::new(CallErrorKind::Server, failure.to_string())
+                    .with_code(failure.code),
+                attempts,
+            }),
+            EntryAnswer::CallFailed { error, attempts } => Some(Failure::Call { error, attempts }),
+        };
+        finish_entry(self.settler, self.lane, entry, sent_at, failure);
+    }
+
+    fn entry_retried(&self, entry: &Self::Entry, failure: &EntryFailure) {
+        debug!(queue = %self.settler.name, message_id = message_id(&entry.token), code = %failure.code, "entry failed transiently; sending it again");
+    }
+
+    fn call_failed(&self, error: &CallError, attempt: u32, again: bool, entries: usize) {
+        let (queue, action) = (&self.settler.name, self.action.as_str());
+        if again {
+            warn!(queue = %queue, action, attempt, error = %error, "batch call failed; retrying");
+        } else {
+            warn!(queue = %queue, action, attempt, error = %error, entries, "batch call failed; failing its entries");
         }
-        if !retry.is_empty() {
-            settler.metrics.entries_retried(lane, retry.len());
-            tokio::time::sleep(settler.backoff.jittered(attempt)).await;
-            attempt += 1;
-        }
-        entries = retry;
+    }
+
+    fn retrying(&self, entries: usize) {
+        self.settler.metrics.entries_retried(self.lane, entries);
     }
 }
 
@@ -579,9 +580,12 @@ fn finish_entry(
     lane: Lane,
     entry: Entry<Token<Completion>>,
     sent_at: Instant,
-    seconds: u32,
     failure: Option<Failure>,
 ) {
+    // The seconds the call sent for it.
+    let seconds = entry
+        .visibility
+        .map_or(0, |target| target.seconds_at(sent_at).0);
     match entry.token {
         Token::Settle(completion) => {
             let result = failure.map_or(Ok(()), Err);
@@ -603,8 +607,7 @@ fn finish_entry(
     }
 }
 
-/// The visibility of each entry at `now`, in whole seconds; empty on the delete lane. Worked
-/// out at each send, so a retried entry still ends within its message's 12-hour window.
+/// The visibility of each entry at `now`, in whole seconds; empty on the delete lane.
 fn visibility_seconds(entries: &[Entry<Token<Completion>>], now: Instant) -> Vec<u32> {
     entries
         .iter()

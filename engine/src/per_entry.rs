@@ -1,0 +1,146 @@
+//! [`send_per_entry`]: a batch call whose entries are answered one by one, made again for the
+//! entries that failed transiently, under a backoff's budget.
+
+use std::future::Future;
+
+use tokio::time::Instant;
+
+use crate::api::{CallError, EntryFailure, EntryResult};
+use crate::backoff::Backoff;
+use crate::caught::caught;
+
+/// What became of one entry of a batch call, for good.
+#[derive(Debug)]
+pub(crate) enum EntryAnswer {
+    /// The service applied it.
+    Applied,
+    /// The service refused it for a reason that sending it again cannot mend.
+    Refused(EntryFailure),
+    /// The service failed it transiently at the last attempt the budget allows.
+    GaveUp {
+        failure: EntryFailure,
+        attempts: u32,
+    },
+    /// Its call failed: in a way retrying cannot mend, or at the last attempt the budget
+    /// allows.
+    CallFailed { error: CallError, attempts: u32 },
+}
+
+/// One kind of batch call whose entries the service answers one by one: how to make it, and
+/// what to do with its answers.
+pub(crate) trait BatchCall {
+    /// What the call carries for an entry.
+    type Entry;
+    /// Who waits for an entry's answer: kept beside the entry, never sent.
+    type Waiter;
+
+    /// Makes the call for `entries`, at `sent_at`.
+    fn call<'a>(
+        &'a self,
+        entries: &'a [Self::Entry],
+        sent_at: Instant,
+    ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send + 'a;
+
+    /// A call of `entries` made at `sent_at` is over: succeeded (`ok`, whatever its entries'
+    /// answers) or failed.
+    fn called(&self, ok: bool, entries: usize, sent_at: Instant);
+
+    /// An entry's answer, for good, from the call made at `sent_at`.
+    fn answer(
+        &self,
+        entry: Self::Entry,
+        waiter: Self::Waiter,
+        answer: EntryAnswer,
+        sent_at: Instant,
+    );
+
+    /// `entry` failed transiently and goes out again.
+    fn entry_retried(&self, _entry: &Self::Entry, _failure: &EntryFailure) {}
+
+    /// A call failed: made `again` (its entries wait for the next attempt), or for good.
+    fn call_failed(&self, error: &CallError, attempt: u32, again: bool, entries: usize);
+
+    /// `entries` entries go out again after a backoff.
+    fn retrying(&self, _entries: usize) {}
+}
+
+/// What the service answers for an entry it names neither as applied nor as failed.
+fn missing() -> EntryResult {
+    EntryResult::Failed(EntryFailure {
+        code: "MissingEntryResult".into(),
+        sender_fault: false,
+        message: Some("the service listed the entry neither as successful nor as failed".into()),
+    })
+}
+
+/// Makes `call` for `entries` (each with its waiter, in the same order), and again for the
+/// entries that failed transiently or whose call did, until each has its answer or the attempts
+/// `backoff` allows are used, sleeping a jittered delay between attempts. Every entry gets
+/// exactly one [`BatchCall::answer`]. A panic in the call is the call's failure.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: entries not answered yet when it is dropped are never answered.
+pub(crate) async fn send_per_entry<C: BatchCall>(
+    call: &C,
+    backoff: &Backoff,
+    mut entries: Vec<C::Entry>,
+    mut waiters: Vec<C::Waiter>,
+) {
+    debug_assert_eq!(entries.len(), waiters.len(), "a waiter per entry");
+    let mut attempt: u32 = 1;
+    while !entries.is_empty() {
+        let sent_at = Instant::now();
+        let result = caught(call.call(&entries, sent_at)).await;
+        call.called(result.is_ok(), entries.len(), sent_at);
+        let budget_left = attempt < backoff.max_attempts();
+        let mut retry = Vec::new();
+        let mut retry_waiters = Vec::new();
+        match result {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                for (entry, waiter) in entries.into_iter().zip(waiters) {
+                    let answer = match results.next().unwrap_or_else(missing) {
+                        EntryResult::Ok => EntryAnswer::Applied,
+                        EntryResult::Failed(failure) if failure.is_transient() && budget_left => {
+                            call.entry_retried(&entry, &failure);
+                            retry.push(entry);
+                            retry_waiters.push(waiter);
+                            continue;
+                        }
+                        EntryResult::Failed(failure) if failure.is_transient() => {
+                            EntryAnswer::GaveUp {
+                                failure,
+                                attempts: attempt,
+                            }
+                        }
+                        EntryResult::Failed(failure) => EntryAnswer::Refused(failure),
+                    };
+                    call.answer(entry, waiter, answer, sent_at);
+                }
+            }
+            Err(error) if error.is_transient() && budget_left => {
+                call.call_failed(&error, attempt, true, entries.len());
+                retry = entries;
+                retry_waiters = waiters;
+            }
+            Err(error) => {
+                call.call_failed(&error, attempt, false, entries.len());
+                for (entry, waiter) in entries.into_iter().zip(waiters) {
+                    let answer = EntryAnswer::CallFailed {
+                        error: error.clone(),
+                        attempts: attempt,
+                    };
+                    call.answer(entry, waiter, answer, sent_at);
+                }
+            }
+        }
+        if !retry.is_empty() {
+            call.retrying(retry.len());
+            tokio::time::sleep(backoff.jittered(attempt)).await;
+            attempt += 1;
+        }
+        entries = retry;
+        waiters = retry_waiters;
+    }
+}
