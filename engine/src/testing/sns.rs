@@ -10,9 +10,9 @@
 //! kept, and delivery does not consult it. LocalStack proves that the grant is needed and
 //! suffices.
 
-use super::{
-    ACCOUNT, InProcessSqs, MAX_ATTRIBUTES, SentMessage, State, invalid, is_sqs_text, not_found,
-};
+use super::rules::{ACCOUNT, MAX_ATTRIBUTES, invalid, is_sqs_text, not_found};
+use super::store::State;
+use super::{InProcessSqs, SentMessage};
 use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
 use crate::queue_url::last_segment;
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES, SnsApi};

@@ -1,0 +1,323 @@
+//! The queues of the double and the changes applied to them: send, redrive, attributes.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::in_process::SentMessage;
+use super::journal::{Applied, Change};
+use super::observer::Observer;
+use super::queue::{Queue, Redrive, Stored};
+use super::rules::{
+    DEDUPLICATION_WINDOW, MAX_ATTRIBUTES, MAX_MESSAGE_BYTES, invalid, is_sqs_text, not_found,
+    valid_queue_name,
+};
+#[cfg(feature = "sns")]
+use super::sns;
+use crate::api::{CallError, SendEntry};
+use crate::attribute::AttributeValue;
+use crate::bounded::MaxReceiveCount;
+use crate::limits::MAX_VISIBILITY_SECS;
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) queues: HashMap<String, Queue>,
+    /// What was applied, in order; `None` unless made [`journaled`](InProcessSqs::journaled).
+    pub(super) journal: Option<Vec<Applied>>,
+    pub(super) next_id: u64,
+    pub(super) observer: Option<Arc<dyn Observer>>,
+    /// Receives the observer counted and whose delivery has not yet been claimed, by message
+    /// id and receive count (unique per receive).
+    pub(super) owed: HashSet<(String, u32)>,
+    /// The topics, by name (feature `sns`).
+    #[cfg(feature = "sns")]
+    pub(super) topics: HashMap<String, sns::Topic>,
+}
+
+/// A value of the two keys of a redrive policy: `"key":"value"` or `"key":value`.
+pub(super) fn json_value<'a>(json: &'a str, key: &str) -> Option<&'a str> {
+    let start = json.find(&format!("\"{key}\""))? + key.len() + 2;
+    let rest = json[start..].trim_start().strip_prefix(':')?.trim_start();
+    if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.split('"').next()
+    } else {
+        rest.split([',', '}']).next().map(str::trim)
+    }
+}
+
+impl State {
+    pub(super) fn queue_or_create(&mut self, name: &str) -> Result<&mut Queue, CallError> {
+        if !valid_queue_name(name) {
+            return Err(invalid(
+                "InvalidParameterValue",
+                format!(
+                    "`{name}` is not a queue name SQS takes: 1 to 80 letters, digits, `-` and `_`, and `.fifo` for a FIFO queue"
+                ),
+            ));
+        }
+        Ok(self
+            .queues
+            .entry(name.to_owned())
+            .or_insert_with(|| Queue::new(name)))
+    }
+
+    /// Stores one sent message; the message id, or what SQS answers for it.
+    pub(super) fn send(&mut self, name: &str, entry: &SendEntry) -> Result<String, CallError> {
+        let now = Instant::now();
+        self.next_id += 1;
+        let id = format!("m-{:08}", self.next_id);
+        let Some(queue) = self.queues.get_mut(name) else {
+            return Err(not_found(name));
+        };
+        if entry.body.is_empty() {
+            return Err(invalid(
+                "InvalidParameterValue",
+                "the message body is empty",
+            ));
+        }
+        if !is_sqs_text(&entry.body) {
+            return Err(invalid(
+                "InvalidMessageContents",
+                "the message body holds characters SQS does not take",
+            ));
+        }
+        if entry.attributes.len() > MAX_ATTRIBUTES {
+            return Err(invalid(
+                "InvalidParameterValue",
+                format!(
+                    "{} message attributes, SQS takes at most {MAX_ATTRIBUTES}",
+                    entry.attributes.len()
+                ),
+            ));
+        }
+        for (attribute, value) in &entry.attributes {
+            let empty = match &value.value {
+                AttributeValue::String(text) => text.is_empty() || !is_sqs_text(text),
+                AttributeValue::Binary(bytes) => bytes.is_empty(),
+            };
+            if attribute.is_empty() || empty {
+                return Err(invalid(
+                    "InvalidParameterValue",
+                    format!("message attribute `{attribute}` has no value SQS takes"),
+                ));
+            }
+        }
+        let bytes = entry.size();
+        if bytes > MAX_MESSAGE_BYTES {
+            return Err(invalid(
+                "InvalidParameterValue",
+                format!("the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"),
+            ));
+        }
+        let deduplication_id = if queue.fifo {
+            if entry.group_id.is_none() {
+                return Err(invalid(
+                    "MissingParameter",
+                    "a FIFO queue needs a MessageGroupId",
+                ));
+            }
+            let dedup = match (&entry.deduplication_id, queue.content_deduplication) {
+                (Some(id), _) => id.clone(),
+                (None, true) => format!("content:{}", entry.body),
+                (None, false) => {
+                    return Err(invalid(
+                        "InvalidParameterValue",
+                        "a FIFO queue without content-based deduplication needs a MessageDeduplicationId",
+                    ));
+                }
+            };
+            queue
+                .deduplication
+                .retain(|_, at| now.saturating_duration_since(*at) < DEDUPLICATION_WINDOW);
+            if queue.deduplication.contains_key(&dedup) {
+                // SQS answers success and keeps only the first.
+                return Ok(id);
+            }
+            queue.deduplication.insert(dedup.clone(), now);
+            Some(dedup)
+        } else {
+            if entry.deduplication_id.is_some() {
+                return Err(invalid(
+                    "InvalidParameterValue",
+                    "a MessageDeduplicationId is only for FIFO queues",
+                ));
+            }
+            None
+        };
+        let group_id = entry.group_id.clone();
+        queue.sent.push(SentMessage {
+            message_id: id.clone(),
+            body: entry.body.clone(),
+            attributes: entry.attributes.clone(),
+            group_id: entry.group_id.clone(),
+        });
+        queue.messages.push_back(Stored {
+            id: id.clone(),
+            body: entry.body.clone(),
+            attributes: entry.attributes.clone(),
+            group: entry.group_id.clone(),
+            deduplication_id,
+            sequence: self.next_id,
+            sent_at: SystemTime::now(),
+            visible_at: now + Duration::from_secs(u64::from(queue.delay)),
+            receive_count: 0,
+            first_receive: None,
+            receipt: None,
+            counted: false,
+        });
+        self.note(name, &id, Change::Sent { group_id });
+        Ok(id)
+    }
+
+    /// Moves the visible messages of `name` that spent their receives to its dead-letter queue;
+    /// the dead-letter queue's name when any moved.
+    pub(super) fn redrive_spent(&mut self, name: &str, now: Instant) -> Option<String> {
+        let queue = self.queues.get_mut(name)?;
+        let redrive = queue.redrive.clone()?;
+        let mut moved = Vec::new();
+        let mut kept = VecDeque::with_capacity(queue.messages.len());
+        for message in queue.messages.drain(..) {
+            if message.visible_at <= now && message.receive_count >= redrive.max_receive_count {
+                moved.push(message);
+            } else {
+                kept.push_back(message);
+            }
+        }
+        queue.messages = kept;
+        if moved.is_empty() {
+            return None;
+        }
+        let withdrawn = moved.iter().filter(|m| m.counted).count();
+        if let Some(observer) = &self.observer {
+            for _ in 0..withdrawn {
+                observer.consumed();
+            }
+        }
+        for message in &moved {
+            self.note(
+                name,
+                &message.id,
+                Change::DeadLettered {
+                    dead_letter: redrive.dead_letter.clone(),
+                },
+            );
+        }
+        let dead_letter = self.queues.get_mut(&redrive.dead_letter)?;
+        for mut message in moved {
+            // What arrives at the dead-letter queue is in its log, as what is sent to it is.
+            dead_letter.sent.push(SentMessage {
+                message_id: message.id.clone(),
+                body: message.body.clone(),
+                attributes: message.attributes.clone(),
+                group_id: message.group.clone(),
+            });
+            message.receipt = None;
+            message.counted = false;
+            message.visible_at = now;
+            dead_letter.messages.push_back(message);
+        }
+        Some(redrive.dead_letter)
+    }
+
+    pub(super) fn queue_by_arn(&self, arn: &str) -> Option<&Queue> {
+        self.queues.values().find(|queue| queue.arn == arn)
+    }
+
+    pub(super) fn set_attributes(
+        &mut self,
+        name: &str,
+        attributes: &[(&str, String)],
+    ) -> Result<(), CallError> {
+        let fifo = self.queues.get(name).ok_or_else(|| not_found(name))?.fifo;
+        let mut redrive = None;
+        for (attribute, value) in attributes {
+            match *attribute {
+                "VisibilityTimeout" | "DelaySeconds" => {
+                    let limit = if *attribute == "DelaySeconds" {
+                        900
+                    } else {
+                        MAX_VISIBILITY_SECS
+                    };
+                    match value.parse::<u32>() {
+                        Ok(seconds) if seconds <= limit => {}
+                        _ => {
+                            return Err(invalid(
+                                "InvalidAttributeValue",
+                                format!("{attribute} `{value}` is not 0 to {limit} seconds"),
+                            ));
+                        }
+                    }
+                }
+                "FifoQueue" => {
+                    if value.parse::<bool>().ok() != Some(fifo) {
+                        return Err(invalid(
+                            "InvalidAttributeValue",
+                            format!("FifoQueue `{value}` does not match the queue `{name}`"),
+                        ));
+                    }
+                }
+                "ContentBasedDeduplication" if fifo => {}
+                "Policy" => {}
+                "RedrivePolicy" => {
+                    let arn = json_value(value, "deadLetterTargetArn").unwrap_or_default();
+                    let count = json_value(value, "maxReceiveCount")
+                        .and_then(|count| count.parse::<u32>().ok())
+                        .filter(|count| MaxReceiveCount::contains(*count));
+                    let Some(count) = count else {
+                        return Err(invalid(
+                            "InvalidAttributeValue",
+                            format!(
+                                "the redrive policy `{value}` needs a maxReceiveCount from {} to {}",
+                                MaxReceiveCount::MIN,
+                                MaxReceiveCount::MAX
+                            ),
+                        ));
+                    };
+                    let Some(dead_letter) = self.queue_by_arn(arn) else {
+                        return Err(invalid(
+                            "InvalidAttributeValue",
+                            format!("the dead-letter queue `{arn}` does not exist"),
+                        ));
+                    };
+                    if dead_letter.fifo != fifo {
+                        return Err(invalid(
+                            "InvalidAttributeValue",
+                            format!(
+                                "the dead-letter queue `{}` is not of the same kind (FIFO or standard) as `{name}`",
+                                dead_letter.name
+                            ),
+                        ));
+                    }
+                    redrive = Some(Redrive {
+                        dead_letter: dead_letter.name.clone(),
+                        max_receive_count: count,
+                    });
+                }
+                other => {
+                    return Err(invalid(
+                        "InvalidAttributeName",
+                        format!("the attribute `{other}` is not one this double takes"),
+                    ));
+                }
+            }
+        }
+        let queue = self.queues.get_mut(name).ok_or_else(|| not_found(name))?;
+        for (attribute, value) in attributes {
+            match *attribute {
+                "VisibilityTimeout" => queue.visibility = value.parse().unwrap_or(queue.visibility),
+                "DelaySeconds" => queue.delay = value.parse().unwrap_or(queue.delay),
+                "Policy" => queue.policy = Some(value.clone()),
+                "ContentBasedDeduplication" => {
+                    queue.content_deduplication = value.parse().unwrap_or(false);
+                }
+                _ => {}
+            }
+        }
+        if redrive.is_some() {
+            queue.redrive = redrive;
+        }
+        Ok(())
+    }
+}

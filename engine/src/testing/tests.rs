@@ -1,0 +1,197 @@
+//! The double's own unit tests.
+
+use std::time::Duration;
+
+use super::{InProcessSqs, QueueCounts};
+use crate::api::{EntryResult, ReceiveRequest, ReceivedMessage, SendEntry, SqsApi};
+
+fn request(url: &str) -> ReceiveRequest<'_> {
+    ReceiveRequest {
+        queue_url: url,
+        max_messages: 10,
+        wait_time: Duration::ZERO,
+        visibility_timeout: 0,
+        attempt_id: None,
+    }
+}
+
+async fn url(sqs: &InProcessSqs, name: &str) -> String {
+    sqs.queue_url(name).await.expect("queue url")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delayed_retry_comes_back_after_its_delay_on_tokios_clock() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders", "one").expect("sent");
+    let url = url(&sqs, "orders").await;
+    let first = sqs.receive(&request(&url)).await.expect("receive");
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].attributes["ApproximateReceiveCount"], "1");
+    let handle = first[0].receipt_handle.as_str();
+    let answer = sqs
+        .change_message_visibility_batch(&url, &[(handle, 60)])
+        .await
+        .expect("change");
+    assert_eq!(answer, vec![EntryResult::Ok]);
+
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(
+        sqs.receive(&request(&url))
+            .await
+            .expect("receive")
+            .is_empty()
+    );
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let again = sqs.receive(&request(&url)).await.expect("receive");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attributes["ApproximateReceiveCount"], "2");
+
+    // The first handle is stale now: answered with success, and deletes nothing.
+    let stale = sqs
+        .delete_message_batch(&url, &[handle])
+        .await
+        .expect("delete");
+    assert_eq!(stale, vec![EntryResult::Ok]);
+    assert_eq!(sqs.counts("orders").in_flight, 1);
+    let current = again[0].receipt_handle.as_str();
+    sqs.delete_message_batch(&url, &[current])
+        .await
+        .expect("delete");
+    assert_eq!(sqs.counts("orders"), QueueCounts::default());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_visibility_past_twelve_hours_from_the_receive_is_refused() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders", "one").expect("sent");
+    let url = url(&sqs, "orders").await;
+    let received = sqs.receive(&request(&url)).await.expect("receive");
+    let handle = received[0].receipt_handle.as_str();
+    sqs.change_message_visibility_batch(&url, &[(handle, 7_200)])
+        .await
+        .expect("change");
+    tokio::time::advance(Duration::from_secs(3_600)).await;
+    let answer = sqs
+        .change_message_visibility_batch(&url, &[(handle, 43_200)])
+        .await
+        .expect("change");
+    assert!(
+        matches!(&answer[0], EntryResult::Failed(f) if f.code == "InvalidParameterValue"),
+        "{answer:?}"
+    );
+    let within = sqs
+        .change_message_visibility_batch(&url, &[(handle, 39_600)])
+        .await
+        .expect("change");
+    assert_eq!(within, vec![EntryResult::Ok]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fifo_group_with_a_message_in_flight_hands_out_nothing_more() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    sqs.send("orders.fifo", "a2").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let one = ReceiveRequest {
+        max_messages: 1,
+        ..request(&url)
+    };
+    let first = sqs.receive(&one).await.expect("receive");
+    assert_eq!(first[0].body, "a1");
+    assert!(sqs.receive(&one).await.expect("receive").is_empty());
+    let handle = first[0].receipt_handle.as_str();
+    sqs.delete_message_batch(&url, &[handle])
+        .await
+        .expect("delete");
+    assert_eq!(sqs.receive(&one).await.expect("receive")[0].body, "a2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages() {
+    let sqs = InProcessSqs::new();
+    for body in ["a1", "a2", "a3"] {
+        sqs.send("orders.fifo", body).expect("sent");
+    }
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        max_messages: 2,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    // The answer of the first attempt is lost on the way: the retry gets it again.
+    let lost = sqs.receive(&attempt).await.expect("receive");
+    assert_eq!(lost.len(), 2);
+    let again = sqs.receive(&attempt).await.expect("receive");
+    let handles = |messages: &[ReceivedMessage]| -> Vec<String> {
+        messages.iter().map(|m| m.receipt_handle.clone()).collect()
+    };
+    assert_eq!(
+        handles(&again),
+        handles(&lost),
+        "the same messages and receipt handles"
+    );
+    assert_eq!(again[0].attributes["ApproximateReceiveCount"], "1");
+    // Once one of them is deleted, the id no longer replays.
+    let handle = again[0].receipt_handle.as_str();
+    sqs.delete_message_batch(&url, &[handle])
+        .await
+        .expect("delete");
+    assert!(
+        sqs.receive(&attempt).await.expect("receive").is_empty(),
+        "a2 is still in flight, so its group hands out nothing"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_message_moves_to_the_dead_letter_queue_and_bad_input_is_refused() {
+    let sqs = InProcessSqs::new();
+    let dead = url(&sqs, "orders-dead").await;
+    let url = url(&sqs, "orders").await;
+    let arn = sqs
+        .queue_attributes(&dead)
+        .await
+        .expect("attributes")
+        .arn
+        .expect("arn");
+    let policy = format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"2"}}"#);
+    sqs.set_queue_attributes(&url, &[("RedrivePolicy", policy)])
+        .await
+        .expect("redrive");
+    sqs.send("orders", "spent").expect("sent");
+    for _ in 0..2 {
+        let received = sqs.receive(&request(&url)).await.expect("receive");
+        let handle = received[0].receipt_handle.as_str();
+        sqs.change_message_visibility_batch(&url, &[(handle, 0)])
+            .await
+            .expect("change");
+    }
+    assert!(
+        sqs.receive(&request(&url))
+            .await
+            .expect("receive")
+            .is_empty()
+    );
+    assert_eq!(sqs.bodies("orders-dead"), vec!["spent".to_owned()]);
+    let arrived: Vec<String> = sqs
+        .sent("orders-dead")
+        .into_iter()
+        .map(|sent| sent.body)
+        .collect();
+    assert_eq!(
+        arrived,
+        ["spent"],
+        "the move is in the dead-letter queue's log"
+    );
+
+    assert!(sqs.send("orders", "").is_err(), "an empty body");
+    assert!(
+        sqs.send("orders", "\u{1}").is_err(),
+        "a character SQS refuses"
+    );
+    assert!(
+        sqs.send("o".repeat(81).as_str(), "x").is_err(),
+        "a name too long"
+    );
+    let too_many = vec![SendEntry::default(); 11];
+    assert!(sqs.send_message_batch(&url, &too_many).await.is_err());
+}
