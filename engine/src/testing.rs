@@ -44,14 +44,15 @@
 //! against LocalStack for those.
 mod adapter;
 mod defect;
+mod errors;
 #[cfg(feature = "ruststream")]
 mod harness;
 mod in_process;
 mod journal;
+pub mod model;
 mod observer;
 mod operations;
 mod queue;
-mod rules;
 #[cfg(feature = "sns")]
 mod sns;
 mod store;

@@ -2,7 +2,8 @@
 //! without a timer.
 
 use super::InProcessSqs;
-use super::rules::{MAX_BATCH, check_batch, invalid, not_found};
+use super::errors::{invalid, not_found};
+use super::model::rules::{MAX_BATCH_ENTRIES, check_batch};
 use crate::api::{
     BoxFuture, CallError, EntryResult, QueueAttributes, ReceiveRequest, ReceivedMessage, SendEntry,
     SqsApi,
@@ -29,7 +30,7 @@ impl InProcessSqs {
     ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
         Box::pin(async move {
             let name = self.url_of(request.queue_url)?;
-            if !(1..=MAX_BATCH).contains(&usize::from(request.max_messages)) {
+            if !(1..=MAX_BATCH_ENTRIES).contains(&usize::from(request.max_messages)) {
                 return Err(invalid(
                     "InvalidParameterValue",
                     "MaxNumberOfMessages must be 1 to 10",

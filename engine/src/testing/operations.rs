@@ -6,8 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use super::InProcessSqs;
+use super::errors::{entry_failure, invalid};
 use super::journal::Change;
-use super::rules::{ACCOUNT, MAX_MESSAGE_BYTES, entry_failure, invalid};
+use super::model::rules::{ACCOUNT_ID, MAX_MESSAGE_BYTES};
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
 use crate::limits::MAX_VISIBILITY_SECS;
 
@@ -99,7 +100,7 @@ impl InProcessSqs {
                     "ApproximateFirstReceiveTimestamp".to_owned(),
                     millis(first_receive),
                 ),
-                ("SenderId".to_owned(), ACCOUNT.to_owned()),
+                ("SenderId".to_owned(), ACCOUNT_ID.to_owned()),
             ]);
             if fifo {
                 if let Some(group) = &message.group {

@@ -6,7 +6,8 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::in_process::SentMessage;
-use super::rules::{ACCOUNT, DEDUPLICATION_WINDOW, DEFAULT_VISIBILITY};
+use super::model::Deduplication;
+use super::model::rules::{ACCOUNT_ID, DEDUPLICATION_WINDOW, DEFAULT_VISIBILITY_SECS};
 use crate::api::ReceivedMessage;
 use crate::attribute::MessageAttribute;
 
@@ -22,7 +23,7 @@ pub(super) struct Queue {
     /// The access policy, as it was written: the double keeps it and enforces none of it.
     pub(super) policy: Option<String>,
     pub(super) messages: VecDeque<Stored>,
-    pub(super) deduplication: HashMap<String, Instant>,
+    pub(super) deduplication: Deduplication<()>,
     pub(super) sent: Vec<SentMessage>,
     /// The subscriptions reading the queue, oldest first: only a watched queue's messages are
     /// counted, and only the oldest subscription receives (see [`Reader`]).
@@ -64,16 +65,16 @@ impl Queue {
     pub(super) fn new(name: &str) -> Self {
         Self {
             name: name.to_owned(),
-            url: format!("http://sqs.in-process.invalid/{ACCOUNT}/{name}"),
-            arn: format!("arn:aws:sqs:in-process:{ACCOUNT}:{name}"),
+            url: format!("http://sqs.in-process.invalid/{ACCOUNT_ID}/{name}"),
+            arn: format!("arn:aws:sqs:in-process:{ACCOUNT_ID}:{name}"),
             fifo: name.ends_with(".fifo"),
-            visibility: DEFAULT_VISIBILITY,
+            visibility: DEFAULT_VISIBILITY_SECS,
             delay: 0,
             content_deduplication: false,
             redrive: None,
             policy: None,
             messages: VecDeque::new(),
-            deduplication: HashMap::new(),
+            deduplication: Deduplication::default(),
             sent: Vec::new(),
             watchers: Vec::new(),
             attempts: HashMap::new(),

@@ -10,7 +10,8 @@
 //! kept, and delivery does not consult it. LocalStack proves that the grant is needed and
 //! suffices.
 
-use super::rules::{ACCOUNT, MAX_ATTRIBUTES, invalid, is_sqs_text, not_found};
+use super::errors::{invalid, not_found};
+use super::model::rules::{ACCOUNT_ID, MAX_MESSAGE_ATTRIBUTES, valid_text};
 use super::store::State;
 use super::{InProcessSqs, SentMessage};
 use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
@@ -64,7 +65,7 @@ impl InProcessSqs {
             .topics
             .entry(name.to_owned())
             .or_insert_with(|| Topic {
-                arn: format!("arn:aws:sns:in-process:{ACCOUNT}:{name}"),
+                arn: format!("arn:aws:sns:in-process:{ACCOUNT_ID}:{name}"),
                 fifo: name.ends_with(".fifo"),
                 queues: Vec::new(),
                 published: Vec::new(),
@@ -136,13 +137,13 @@ impl InProcessSqs {
             return refused("NotFound", format!("no topic `{topic}`"));
         };
         let fifo = found.fifo;
-        if entry.body.is_empty() || !is_sqs_text(&entry.body) {
+        if entry.body.is_empty() || !valid_text(&entry.body) {
             return refused(
                 "InvalidParameter",
                 "the message is empty or not text SNS takes",
             );
         }
-        if entry.attributes.len() > MAX_ATTRIBUTES {
+        if entry.attributes.len() > MAX_MESSAGE_ATTRIBUTES {
             return refused(
                 "InvalidParameter",
                 "more message attributes than a queue subscribed with raw delivery takes",

@@ -6,14 +6,14 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::errors::{invalid, not_found};
 use super::in_process::SentMessage;
 use super::journal::{Applied, Change};
+use super::model::rules::{
+    MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_fifo_ids, valid_queue_name, valid_text,
+};
 use super::observer::Observer;
 use super::queue::{Queue, Redrive, Stored};
-use super::rules::{
-    DEDUPLICATION_WINDOW, MAX_ATTRIBUTES, MAX_MESSAGE_BYTES, invalid, is_sqs_text, not_found,
-    valid_queue_name,
-};
 #[cfg(feature = "sns")]
 use super::sns;
 use crate::api::{CallError, SendEntry};
@@ -77,24 +77,24 @@ impl State {
                 "the message body is empty",
             ));
         }
-        if !is_sqs_text(&entry.body) {
+        if !valid_text(&entry.body) {
             return Err(invalid(
                 "InvalidMessageContents",
                 "the message body holds characters SQS does not take",
             ));
         }
-        if entry.attributes.len() > MAX_ATTRIBUTES {
+        if entry.attributes.len() > MAX_MESSAGE_ATTRIBUTES {
             return Err(invalid(
                 "InvalidParameterValue",
                 format!(
-                    "{} message attributes, SQS takes at most {MAX_ATTRIBUTES}",
+                    "{} message attributes, SQS takes at most {MAX_MESSAGE_ATTRIBUTES}",
                     entry.attributes.len()
                 ),
             ));
         }
         for (attribute, value) in &entry.attributes {
             let empty = match &value.value {
-                AttributeValue::String(text) => text.is_empty() || !is_sqs_text(text),
+                AttributeValue::String(text) => text.is_empty() || !valid_text(text),
                 AttributeValue::Binary(bytes) => bytes.is_empty(),
             };
             if attribute.is_empty() || empty {
@@ -111,39 +111,24 @@ impl State {
                 format!("the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"),
             ));
         }
+        check_fifo_ids(
+            queue.fifo,
+            entry.group_id.as_deref(),
+            entry.deduplication_id.as_deref(),
+            queue.content_deduplication,
+        )?;
         let deduplication_id = if queue.fifo {
-            if entry.group_id.is_none() {
-                return Err(invalid(
-                    "MissingParameter",
-                    "a FIFO queue needs a MessageGroupId",
-                ));
-            }
-            let dedup = match (&entry.deduplication_id, queue.content_deduplication) {
-                (Some(id), _) => id.clone(),
-                (None, true) => format!("content:{}", entry.body),
-                (None, false) => {
-                    return Err(invalid(
-                        "InvalidParameterValue",
-                        "a FIFO queue without content-based deduplication needs a MessageDeduplicationId",
-                    ));
-                }
-            };
-            queue
-                .deduplication
-                .retain(|_, at| now.saturating_duration_since(*at) < DEDUPLICATION_WINDOW);
-            if queue.deduplication.contains_key(&dedup) {
+            let dedup = entry
+                .deduplication_id
+                .clone()
+                .unwrap_or_else(|| format!("content:{}", entry.body));
+            if queue.deduplication.seen(&dedup, now).is_some() {
                 // SQS answers success and keeps only the first.
                 return Ok(id);
             }
-            queue.deduplication.insert(dedup.clone(), now);
+            queue.deduplication.remember(dedup.clone(), (), now);
             Some(dedup)
         } else {
-            if entry.deduplication_id.is_some() {
-                return Err(invalid(
-                    "InvalidParameterValue",
-                    "a MessageDeduplicationId is only for FIFO queues",
-                ));
-            }
             None
         };
         let group_id = entry.group_id.clone();

@@ -14,11 +14,12 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use md5::{Digest, Md5};
 use serde::Serializer;
 use serde::{Deserialize, Serialize};
+pub(crate) use sqs_engine::testing::model::ErrorKind;
+use sqs_engine::testing::model::ModelError;
+pub(crate) use sqs_engine::testing::model::rules::ACCOUNT_ID;
+use sqs_engine::testing::model::rules::MAX_MESSAGE_ATTRIBUTES;
 
 use super::queue::ReceiptHandle;
-
-/// The account id in every queue URL and ARN.
-pub(crate) const ACCOUNT_ID: &str = "000000000000";
 
 /// The region in every queue ARN.
 pub(crate) const REGION: &str = "us-east-1";
@@ -32,93 +33,6 @@ pub(crate) const TARGET_PREFIX: &str = "AmazonSQS.";
 // ---------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------
-
-/// The kinds of error the server answers with.
-///
-/// Each has the shape name SQS gives it in its JSON model (the `__type` of the body) and the
-/// code it had in the older query protocol, which SQS still sends in the
-/// `x-amzn-query-error` header and which `aws-sdk-sqs` matches to its typed errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ErrorKind {
-    /// The queue named by a URL or name does not exist.
-    QueueDoesNotExist,
-    /// `CreateQueue` for an existing queue with different attributes.
-    QueueNameExists,
-    /// A receipt handle that is malformed, or not the latest one of a message that exists.
-    ReceiptHandleIsInvalid,
-    /// `ChangeMessageVisibility` for a message that is not in flight.
-    MessageNotInflight,
-    /// An attribute name the server does not know.
-    InvalidAttributeName,
-    /// An attribute value out of range or malformed.
-    InvalidAttributeValue,
-    /// A message body with characters SQS does not allow, or an empty one.
-    InvalidMessageContents,
-    /// A parameter value out of range or malformed.
-    InvalidParameterValue,
-    /// A required parameter is missing.
-    MissingParameter,
-    /// A batch with no entries.
-    EmptyBatchRequest,
-    /// A batch with more than ten entries.
-    TooManyEntriesInBatchRequest,
-    /// A batch whose entries do not have distinct ids.
-    BatchEntryIdsNotDistinct,
-    /// A batch entry id that is not 1 to 80 letters, digits, `-` or `_`.
-    InvalidBatchEntryId,
-    /// A `SendMessageBatch` whose bodies and attributes add up to more than the limit.
-    BatchRequestTooLong,
-    /// An SQS action the embedded server does not implement.
-    UnsupportedOperation,
-    /// A request that names no SQS action at all.
-    UnknownOperation,
-    /// A body that is not the JSON the action expects.
-    Serialization,
-}
-
-impl ErrorKind {
-    /// The shape name, as in the body's `__type` (after the `com.amazonaws.sqs#` namespace).
-    pub(crate) fn shape(self) -> &'static str {
-        match self {
-            Self::QueueDoesNotExist => "QueueDoesNotExist",
-            Self::QueueNameExists => "QueueNameExists",
-            Self::ReceiptHandleIsInvalid => "ReceiptHandleIsInvalid",
-            Self::MessageNotInflight => "MessageNotInflight",
-            Self::InvalidAttributeName => "InvalidAttributeName",
-            Self::InvalidAttributeValue => "InvalidAttributeValue",
-            Self::InvalidMessageContents => "InvalidMessageContents",
-            Self::InvalidParameterValue => "InvalidParameterValue",
-            Self::MissingParameter => "MissingParameter",
-            Self::EmptyBatchRequest => "EmptyBatchRequest",
-            Self::TooManyEntriesInBatchRequest => "TooManyEntriesInBatchRequest",
-            Self::BatchEntryIdsNotDistinct => "BatchEntryIdsNotDistinct",
-            Self::InvalidBatchEntryId => "InvalidBatchEntryId",
-            Self::BatchRequestTooLong => "BatchRequestTooLong",
-            Self::UnsupportedOperation => "UnsupportedOperation",
-            Self::UnknownOperation => "UnknownOperationException",
-            Self::Serialization => "SerializationException",
-        }
-    }
-
-    /// The query-protocol code, as in the `x-amzn-query-error` header and in the `Code` of a
-    /// failed batch entry.
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            Self::QueueDoesNotExist => "AWS.SimpleQueueService.NonExistentQueue",
-            Self::QueueNameExists => "QueueAlreadyExists",
-            Self::MessageNotInflight => "AWS.SimpleQueueService.MessageNotInflight",
-            Self::EmptyBatchRequest => "AWS.SimpleQueueService.EmptyBatchRequest",
-            Self::TooManyEntriesInBatchRequest => {
-                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
-            }
-            Self::BatchEntryIdsNotDistinct => "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
-            Self::InvalidBatchEntryId => "AWS.SimpleQueueService.InvalidBatchEntryId",
-            Self::BatchRequestTooLong => "AWS.SimpleQueueService.BatchRequestTooLong",
-            Self::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
-            other => other.shape(),
-        }
-    }
-}
 
 /// An error answer: its kind and a message for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +75,12 @@ impl SqsError {
             code: self.kind.code(),
             message: self.message,
         }
+    }
+}
+
+impl From<ModelError> for SqsError {
+    fn from(error: ModelError) -> Self {
+        Self::new(error.kind, error.message)
     }
 }
 
@@ -793,9 +713,9 @@ fn length_prefixed(hasher: &mut Md5, bytes: &[u8]) {
 /// the message size limit.
 pub(crate) fn validate_attributes(attributes: &MessageAttributes) -> Result<usize, SqsError> {
     let invalid = |message: String| SqsError::new(ErrorKind::InvalidParameterValue, message);
-    if attributes.len() > 10 {
+    if attributes.len() > MAX_MESSAGE_ATTRIBUTES {
         return Err(invalid(format!(
-            "{} message attributes; at most 10 are allowed",
+            "{} message attributes; at most {MAX_MESSAGE_ATTRIBUTES} are allowed",
             attributes.len()
         )));
     }
@@ -851,19 +771,10 @@ pub(crate) fn validate_attributes(attributes: &MessageAttributes) -> Result<usiz
     Ok(size)
 }
 
-/// Whether every character of `body` is one SQS allows in a message: tab, line feed,
-/// carriage return, and U+0020 and above except the surrogates (which a Rust string cannot
-/// hold anyway) and U+FFFE, U+FFFF.
-pub(crate) fn body_characters_allowed(body: &str) -> bool {
-    body.chars().all(|c| {
-        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
-            || c >= '\u{10000}'
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sqs_engine::testing::model::rules::valid_text as body_characters_allowed;
 
     #[test]
     fn md5_of_a_body_is_lowercase_hex() {

@@ -1,49 +1,38 @@
-//! One in-memory queue: its attributes, its messages and their visibility.
+//! One in-memory queue of the server: its attributes, and its messages kept by the engine's
+//! SQS model ([`Messages`]), which indexes them so that no call scans the queue.
 //!
-//! Each message is in one of three states: visible (its id waits in a FIFO of visible
-//! ids), in flight after a receive, or delayed after a send with a delay. The last two have
-//! a deadline, kept in an ordered set of `(deadline, id)`; a message whose deadline has
-//! passed is moved back to the visible FIFO by the next operation on the queue
-//! ([`State::release_due`]), so no background task is needed, and a long poll sleeps until
-//! the earliest deadline at most. A receive therefore costs O(messages received + deadlines
-//! passed), never a scan of the queue. A message deleted while visible leaves its id in the
-//! FIFO; the id is skipped when it comes up.
-//!
-//! A FIFO queue (a name ending in `.fifo`) keeps, besides, the rules a FIFO consumer relies
-//! on: each message has a group and a sequence number (the queue's own counter, increasing);
-//! a receive hands out a group's messages in send order, never one while an earlier message
-//! of its group is in flight, and may hand out several consecutive messages of one group;
-//! a send whose deduplication id (or, with `ContentBasedDeduplication`, body) was seen in
-//! the last five minutes is answered with the first message's id and not stored again.
-//! Simplified against SQS: deduplication keys on the MD5 of the body rather than its
-//! SHA-256, `ReceiveRequestAttemptId` is ignored, and a receive walks the groups whose
-//! oldest message is oldest first (O(groups) per receive). Standard queues never touch this
-//! state. A benchmark target, not a reference implementation.
+//! A FIFO queue (a name ending in `.fifo`) keeps, besides, the deduplication ids of the last
+//! five minutes: a send whose deduplication id (or, with `ContentBasedDeduplication`, body) was
+//! seen is answered with the first message's id and not stored again. Simplified against SQS:
+//! deduplication keys on the MD5 of the body rather than its SHA-256, and
+//! `ReceiveRequestAttemptId` is ignored. A benchmark target, not a reference implementation.
 //!
 //! Times that clients see (`SentTimestamp`, `ApproximateFirstReceiveTimestamp`,
 //! `CreatedTimestamp`) are wall-clock; visibility and delay deadlines use tokio's clock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
+use sqs_engine::testing::model::rules::{
+    MAX_DELAY_SECS, MAX_MESSAGE_BYTES, MAX_VISIBILITY_SECS, MAX_WAIT_SECS, check_body, check_delay,
+    check_fifo_ids, check_size,
+};
+use sqs_engine::testing::model::{Deduplication, Messages, Received};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::protocol::{
-    ACCOUNT_ID, ErrorKind, MessageAttributes, NewMessage, REGION, SqsError,
-    body_characters_allowed, md5_hex, md5_of_attributes, validate_attributes,
+    ACCOUNT_ID, ErrorKind, MessageAttributes, NewMessage, REGION, SqsError, md5_hex,
+    md5_of_attributes, validate_attributes,
 };
 
-/// The longest visibility timeout SQS allows, in seconds (12 hours).
-pub(crate) const MAX_VISIBILITY_TIMEOUT: i64 = sqs_engine::limits::MAX_VISIBILITY_SECS as i64;
-
-/// The longest delay SQS allows, in seconds (15 minutes).
-const MAX_DELAY_SECONDS: i64 = 900;
+pub(crate) use sqs_engine::testing::model::rules::{
+    check_visibility as visibility_timeout, valid_queue_name,
+};
 
 /// The attributes `CreateQueue` and `SetQueueAttributes` accept and store, with the value
 /// a queue has when none was set (`None`: absent until set).
@@ -95,17 +84,6 @@ pub(crate) fn random_id() -> String {
         (bits >> 48) & 0xFFFF,
         bits & 0xFFFF_FFFF_FFFF
     )
-}
-
-/// Whether `name` is a valid queue name: 1 to 80 letters, digits, `-` and `_`, with the
-/// `.fifo` suffix counted in the 80 for a FIFO queue.
-pub(crate) fn valid_queue_name(name: &str) -> bool {
-    let stem = name.strip_suffix(".fifo").unwrap_or(name);
-    (1..=80).contains(&name.len())
-        && !stem.is_empty()
-        && stem
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// What a receipt handle names: one receive of one message of one queue.
@@ -171,58 +149,6 @@ impl serde::Serialize for ReceiptHandle {
     }
 }
 
-/// Hashes message sequence numbers with one multiplication (Fibonacci hashing), which
-/// spreads consecutive numbers over the whole hash. Sequence numbers are the server's own,
-/// so no protection against chosen keys is needed.
-#[derive(Debug, Default, Clone, Copy)]
-struct SeqHasher(u64);
-
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(FIBONACCI);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(FIBONACCI);
-    }
-}
-
-/// 2^64 divided by the golden ratio, odd.
-const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// A map keyed by message sequence number.
-type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
-
-/// How long a FIFO queue remembers a deduplication id.
-const DEDUPLICATION_WINDOW: Duration = Duration::from_secs(300);
-
-/// One message group of a FIFO queue.
-#[derive(Debug, Default)]
-struct Group {
-    /// Its messages not deleted yet, in send order.
-    pending: VecDeque<u64>,
-    /// How many of them are in flight.
-    in_flight: usize,
-}
-
-/// What only a FIFO queue keeps.
-#[derive(Debug, Default)]
-struct FifoState {
-    /// The groups with messages, by id.
-    groups: HashMap<Arc<str>, Group>,
-    /// Deduplication ids seen in the window: the message id and sequence number first sent
-    /// with each.
-    seen: HashMap<String, (String, u64)>,
-    /// When each deduplication id of `seen` expires, oldest first.
-    expiries: VecDeque<(Instant, String)>,
-}
-
 /// What a send to a FIFO queue answers for one message: its id and sequence number (those
 /// of the first message sent with its deduplication id, for a duplicate).
 #[derive(Debug, Clone)]
@@ -271,30 +197,6 @@ pub(crate) struct Delivery {
     pub(crate) first_receive_millis: u64,
 }
 
-/// Where a stored message stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Visibility {
-    /// Receivable; its id is in the visible FIFO.
-    Visible,
-    /// Received, invisible until the deadline.
-    InFlight(Instant),
-    /// Sent with a delay, invisible until the deadline.
-    Delayed(Instant),
-}
-
-/// A stored message.
-#[derive(Debug)]
-struct Stored {
-    /// What never changes.
-    data: Arc<MessageData>,
-    /// How many times it was received.
-    receive_count: u32,
-    /// When it was first received, in epoch milliseconds.
-    first_receive_millis: Option<u64>,
-    /// Where it stands.
-    visibility: Visibility,
-}
-
 /// The settings of a queue that its attributes give, parsed.
 #[derive(Debug, Clone, Copy)]
 struct Settings {
@@ -317,25 +219,13 @@ struct State {
     settings: Settings,
     /// When an attribute was last set, in epoch seconds.
     last_modified_secs: u64,
-    /// The sequence number of the next message.
-    next_seq: u64,
-    /// The messages, by sequence number.
-    messages: SeqMap<Stored>,
-    /// Sequence numbers of visible messages, oldest first; may hold ids of messages deleted
-    /// since, which are skipped.
-    visible: VecDeque<u64>,
-    /// Deadlines of in-flight and delayed messages.
-    deadlines: BTreeSet<(Instant, u64)>,
-    /// How many messages are visible.
-    visible_count: usize,
-    /// How many messages are in flight.
-    in_flight_count: usize,
-    /// How many messages are delayed.
-    delayed_count: usize,
+    /// The messages and where each stands.
+    messages: Messages<Arc<MessageData>>,
+    /// A FIFO queue's deduplication ids, each with the message id and sequence number first
+    /// sent with it; `None` on a standard queue.
+    deduplication: Option<Box<Deduplication<(String, u64)>>>,
     /// The age of each deleted message when its delete was answered, in microseconds.
     deleted_ages: Histogram<u64>,
-    /// A FIFO queue's groups and deduplication ids; `None` on a standard queue.
-    fifo: Option<Box<FifoState>>,
 }
 
 /// The age of the messages a queue deleted, from their `SendMessage` to the answer to their
@@ -413,16 +303,10 @@ impl Queue {
                 max_message_size: 262_144,
             },
             last_modified_secs: now_secs,
-            next_seq: 0,
-            messages: SeqMap::default(),
-            visible: VecDeque::new(),
-            deadlines: BTreeSet::new(),
-            visible_count: 0,
-            in_flight_count: 0,
-            delayed_count: 0,
+            messages: Messages::new(fifo),
+            deduplication: fifo.then(Box::default),
             deleted_ages: Histogram::new_with_bounds(1, MAX_AGE_MICROS, 3)
                 .expect("1 µs..=10 min at 3 significant digits are valid histogram bounds"),
-            fifo: fifo.then(Box::default),
         };
         let settable: Vec<(&String, &String)> = attributes
             .iter()
@@ -540,14 +424,15 @@ impl Queue {
                 .collect::<Result<_, _>>()?
         };
         let mut state = self.lock();
-        state.release_due(Instant::now());
+        state.messages.release_due(Instant::now());
+        let counts = state.messages.counts();
         let mut out = BTreeMap::new();
         for name in wanted {
             let value = match name {
                 "QueueArn" => Some(self.arn.clone()),
-                "ApproximateNumberOfMessages" => Some(state.visible_count.to_string()),
-                "ApproximateNumberOfMessagesNotVisible" => Some(state.in_flight_count.to_string()),
-                "ApproximateNumberOfMessagesDelayed" => Some(state.delayed_count.to_string()),
+                "ApproximateNumberOfMessages" => Some(counts.visible.to_string()),
+                "ApproximateNumberOfMessagesNotVisible" => Some(counts.in_flight.to_string()),
+                "ApproximateNumberOfMessagesDelayed" => Some(counts.delayed.to_string()),
                 "CreatedTimestamp" => Some(self.created_secs.to_string()),
                 "LastModifiedTimestamp" => Some(state.last_modified_secs.to_string()),
                 // Only FIFO queues have the attribute, as in SQS.
@@ -583,61 +468,27 @@ impl Queue {
     /// the queue's `MaximumMessageSize`.
     pub(crate) fn prepare(&self, message: NewMessage) -> Result<Prepared, SqsError> {
         let (settings, fifo) = (self.lock().settings, self.fifo);
-        if message.body.is_empty() {
-            return Err(SqsError::new(
-                ErrorKind::InvalidMessageContents,
-                "the message body must not be empty",
-            ));
-        }
-        if !body_characters_allowed(&message.body) {
-            return Err(SqsError::new(
-                ErrorKind::InvalidMessageContents,
-                "the message body contains characters outside the allowed set",
-            ));
-        }
+        check_body(&message.body)?;
         let attributes_size = validate_attributes(&message.attributes)?;
-        let size = message.body.len() + attributes_size;
-        if size > settings.max_message_size {
-            return Err(SqsError::new(
-                ErrorKind::InvalidParameterValue,
-                format!(
-                    "the message is {size} bytes long; the queue's limit is {} bytes",
-                    settings.max_message_size
-                ),
-            ));
-        }
+        check_size(
+            message.body.len() + attributes_size,
+            settings.max_message_size,
+        )?;
         let delay = match message.delay_seconds {
             None => settings.delay,
-            Some(seconds) if (0..=MAX_DELAY_SECONDS).contains(&seconds) => {
-                Duration::from_secs(seconds.unsigned_abs())
-            }
-            Some(seconds) => {
-                return Err(SqsError::new(
-                    ErrorKind::InvalidParameterValue,
-                    format!(
-                        "value {seconds} for parameter DelaySeconds is invalid: it must be \
-                         between 0 and {MAX_DELAY_SECONDS}"
-                    ),
-                ));
-            }
+            Some(seconds) => check_delay(seconds)?,
         };
-        if fifo && message.group_id.is_none() {
-            return Err(SqsError::new(
-                ErrorKind::MissingParameter,
-                "a message sent to a FIFO queue needs a MessageGroupId",
-            ));
-        }
-        let content_based = fifo
-            && self
+        if fifo {
+            let content_based = self
                 .lock()
                 .attribute("ContentBasedDeduplication")
                 .is_some_and(|value| value.eq_ignore_ascii_case("true"));
-        if fifo && message.deduplication_id.is_none() && !content_based {
-            return Err(SqsError::new(
-                ErrorKind::InvalidParameterValue,
-                "the queue should either have ContentBasedDeduplication enabled or \
-                 MessageDeduplicationId provided explicitly",
-            ));
+            check_fifo_ids(
+                fifo,
+                message.group_id.as_deref(),
+                message.deduplication_id.as_deref(),
+                content_based,
+            )?;
         }
         let md5_of_attributes = md5_of_attributes(
             message
@@ -667,7 +518,7 @@ impl Queue {
         let now = Instant::now();
         let mut state = self.lock();
         for Prepared { data, delay } in prepared {
-            state.store(Arc::new(data), now, delay);
+            state.messages.store(Arc::new(data), None, now, delay);
         }
         drop(state);
         self.changed.notify_waiters();
@@ -686,39 +537,28 @@ impl Queue {
                 .deduplication_id
                 .clone()
                 .unwrap_or_else(|| format!("body:{}", data.md5_of_body));
-            let seq = state.next_seq;
-            let Some(fifo) = state.fifo.as_deref_mut() else {
+            // Counted from 1: 0 is a standard queue's message.
+            let sequence_number = state.messages.next_seq() + 1;
+            let Some(deduplication) = state.deduplication.as_deref_mut() else {
                 break;
             };
-            while fifo
-                .expiries
-                .front()
-                .is_some_and(|(expiry, _)| *expiry <= now)
-            {
-                if let Some((_, key)) = fifo.expiries.pop_front() {
-                    fifo.seen.remove(&key);
-                }
-            }
-            if let Some((id, sequence_number)) = fifo.seen.get(&key) {
+            if let Some((id, sequence_number)) = deduplication.seen(&key, now) {
                 sent.push(FifoSent {
                     id: id.clone(),
                     sequence_number: *sequence_number,
                 });
                 continue;
             }
-            // Counted from 1: 0 is a standard queue's message.
-            let sequence_number = seq + 1;
-            fifo.seen
-                .insert(key.clone(), (data.id.clone(), sequence_number));
-            fifo.expiries.push_back((now + DEDUPLICATION_WINDOW, key));
+            deduplication.remember(key, (data.id.clone(), sequence_number), now);
             let group: Arc<str> = Arc::from(data.group_id.as_deref().unwrap_or_default());
-            fifo.groups.entry(group).or_default().pending.push_back(seq);
             data.sequence_number = sequence_number;
             sent.push(FifoSent {
                 id: data.id.clone(),
                 sequence_number,
             });
-            state.store(Arc::new(data), now, delay);
+            state
+                .messages
+                .store(Arc::new(data), Some(group), now, delay);
         }
         drop(state);
         self.changed.notify_waiters();
@@ -738,39 +578,28 @@ impl Queue {
         let now = Instant::now();
         let now_millis = epoch_millis();
         let mut state = self.lock();
-        state.release_due(now);
-        if state.fifo.is_some() {
-            state.receive_fifo(self.incarnation, max, now + visibility, now_millis, out);
-            return state.deadlines.first().map(|(deadline, _)| *deadline);
-        }
-        while out.len() < max {
-            let Some(seq) = state.visible.pop_front() else {
-                break;
-            };
-            let deadline = now + visibility;
-            let Some(stored) = state.messages.get_mut(&seq) else {
-                continue;
-            };
-            if stored.visibility != Visibility::Visible {
-                continue;
-            }
-            stored.receive_count = stored.receive_count.saturating_add(1);
-            let first_receive_millis = *stored.first_receive_millis.get_or_insert(now_millis);
-            stored.visibility = Visibility::InFlight(deadline);
-            out.push(Delivery {
-                data: Arc::clone(&stored.data),
+        let mut received = Vec::with_capacity(max);
+        state
+            .messages
+            .receive(now, now + visibility, now_millis, max, &mut received);
+        out.extend(received.into_iter().map(
+            |Received {
+                 data,
+                 seq,
+                 receive_count,
+                 first_receive_millis,
+                 ..
+             }| Delivery {
+                data,
                 handle: ReceiptHandle {
                     incarnation: self.incarnation,
                     seq,
-                    receive_count: stored.receive_count,
+                    receive_count,
                 },
                 first_receive_millis,
-            });
-            state.deadlines.insert((deadline, seq));
-            state.visible_count -= 1;
-            state.in_flight_count += 1;
-        }
-        state.deadlines.first().map(|(deadline, _)| *deadline)
+            },
+        ));
+        state.messages.next_deadline()
     }
 
     /// Deletes the message of `handle` when it is its latest receive. A stale handle (the
@@ -784,18 +613,15 @@ impl Queue {
     pub(crate) fn delete(&self, handle: &str) -> Result<(), SqsError> {
         let handle = self.check_handle(handle)?;
         let mut state = self.lock();
-        let sent_at = match state.messages.get(&handle.seq) {
-            Some(stored) if stored.receive_count == handle.receive_count => stored.data.sent_at,
-            _ => return Ok(()),
+        let Some(data) = state.messages.delete(handle.seq, handle.receive_count) else {
+            return Ok(());
         };
-        state.remove(handle.seq);
-        let micros = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(MAX_AGE_MICROS);
+        let micros = u64::try_from(data.sent_at.elapsed().as_micros()).unwrap_or(MAX_AGE_MICROS);
         state
             .deleted_ages
             .saturating_record(micros.clamp(1, MAX_AGE_MICROS));
-        let fifo = state.fifo.is_some();
         drop(state);
-        if fifo {
+        if self.fifo {
             // The group's next message may be receivable now.
             self.changed.notify_waiters();
         }
@@ -829,24 +655,12 @@ impl Queue {
         let timeout = visibility_timeout("VisibilityTimeout", timeout)?;
         let handle = self.check_handle(handle)?;
         let now = Instant::now();
-        let mut state = self.lock();
-        state.release_due(now);
-        let stored = match state.messages.get_mut(&handle.seq) {
-            Some(stored) if stored.receive_count == handle.receive_count => stored,
-            _ => return Err(stale_handle()),
-        };
-        let Visibility::InFlight(old) = stored.visibility else {
-            return Err(SqsError::new(
-                ErrorKind::MessageNotInflight,
-                "the message is not in flight",
-            ));
-        };
-        let deadline = now + timeout;
-        stored.visibility = Visibility::InFlight(deadline);
-        state.deadlines.remove(&(old, handle.seq));
-        state.deadlines.insert((deadline, handle.seq));
-        let sooner = deadline < old;
-        drop(state);
+        let sooner = self.lock().messages.change_visibility(
+            handle.seq,
+            handle.receive_count,
+            now,
+            timeout,
+        )?;
         if sooner {
             self.changed.notify_waiters();
         }
@@ -855,16 +669,7 @@ impl Queue {
 
     /// Deletes every message.
     pub(crate) fn purge(&self) {
-        let mut state = self.lock();
-        state.messages = SeqMap::default();
-        state.visible = VecDeque::new();
-        state.deadlines.clear();
-        state.visible_count = 0;
-        state.in_flight_count = 0;
-        state.delayed_count = 0;
-        if let Some(fifo) = state.fifo.as_deref_mut() {
-            fifo.groups.clear();
-        }
+        self.lock().messages.purge();
     }
 
     /// The handle `text` parsed, when it is well formed and of this queue.
@@ -888,182 +693,7 @@ pub(crate) struct Prepared {
     pub(crate) delay: Duration,
 }
 
-/// The error for a visibility change with a handle that is well formed but not the latest of
-/// a message that exists.
-fn stale_handle() -> SqsError {
-    SqsError::new(
-        ErrorKind::ReceiptHandleIsInvalid,
-        "the receipt handle is not the latest of a message in the queue (deleted, or \
-         received again since)",
-    )
-}
-
 impl State {
-    /// Stores a message sent `now` with `delay`.
-    fn store(&mut self, data: Arc<MessageData>, now: Instant, delay: Duration) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let visibility = if delay.is_zero() {
-            if self.fifo.is_none() {
-                self.visible.push_back(seq);
-            }
-            self.visible_count += 1;
-            Visibility::Visible
-        } else {
-            let deadline = now + delay;
-            self.deadlines.insert((deadline, seq));
-            self.delayed_count += 1;
-            Visibility::Delayed(deadline)
-        };
-        self.messages.insert(
-            seq,
-            Stored {
-                data,
-                receive_count: 0,
-                first_receive_millis: None,
-                visibility,
-            },
-        );
-    }
-
-    /// A FIFO queue's receive: the groups with no message in flight, oldest first message
-    /// first, each handing out its consecutive visible messages from the oldest, into `out`
-    /// until it holds `max`; each made invisible until `deadline`.
-    fn receive_fifo(
-        &mut self,
-        incarnation: u64,
-        max: usize,
-        deadline: Instant,
-        now_millis: u64,
-        out: &mut Vec<Delivery>,
-    ) {
-        let Some(fifo) = self.fifo.as_deref_mut() else {
-            return;
-        };
-        let mut ready: Vec<(u64, Arc<str>)> = fifo
-            .groups
-            .iter()
-            .filter(|(_, group)| group.in_flight == 0)
-            .filter_map(|(name, group)| Some((*group.pending.front()?, Arc::clone(name))))
-            .collect();
-        ready.sort_unstable_by_key(|(head, _)| *head);
-        for (_, name) in ready {
-            if out.len() >= max {
-                break;
-            }
-            let Some(group) = fifo.groups.get_mut(&name) else {
-                continue;
-            };
-            for &seq in &group.pending {
-                if out.len() >= max {
-                    break;
-                }
-                let Some(stored) = self.messages.get_mut(&seq) else {
-                    break;
-                };
-                if stored.visibility != Visibility::Visible {
-                    break;
-                }
-                stored.receive_count = stored.receive_count.saturating_add(1);
-                let first_receive_millis = *stored.first_receive_millis.get_or_insert(now_millis);
-                stored.visibility = Visibility::InFlight(deadline);
-                out.push(Delivery {
-                    data: Arc::clone(&stored.data),
-                    handle: ReceiptHandle {
-                        incarnation,
-                        seq,
-                        receive_count: stored.receive_count,
-                    },
-                    first_receive_millis,
-                });
-                self.deadlines.insert((deadline, seq));
-                self.visible_count -= 1;
-                self.in_flight_count += 1;
-                group.in_flight += 1;
-            }
-        }
-    }
-
-    /// Makes visible every in-flight or delayed message whose deadline is not after `now`.
-    fn release_due(&mut self, now: Instant) {
-        while let Some(&(deadline, seq)) = self.deadlines.first() {
-            if deadline > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            let Some(stored) = self.messages.get_mut(&seq) else {
-                continue;
-            };
-            match stored.visibility {
-                Visibility::InFlight(d) if d == deadline => {
-                    self.in_flight_count -= 1;
-                    if let Some(fifo) = self.fifo.as_deref_mut() {
-                        let group = stored.data.group_id.as_deref().unwrap_or_default();
-                        if let Some(group) = fifo.groups.get_mut(group) {
-                            group.in_flight = group.in_flight.saturating_sub(1);
-                        }
-                    }
-                }
-                Visibility::Delayed(d) if d == deadline => self.delayed_count -= 1,
-                _ => continue,
-            }
-            stored.visibility = Visibility::Visible;
-            if self.fifo.is_none() {
-                self.visible.push_back(seq);
-            }
-            self.visible_count += 1;
-        }
-    }
-
-    /// Removes message `seq`, wherever it stands.
-    fn remove(&mut self, seq: u64) {
-        let Some(stored) = self.messages.remove(&seq) else {
-            return;
-        };
-        if let Some(fifo) = self.fifo.as_deref_mut() {
-            let name = stored.data.group_id.as_deref().unwrap_or_default();
-            if let Some(group) = fifo.groups.get_mut(name) {
-                if let Some(at) = group.pending.iter().position(|s| *s == seq) {
-                    group.pending.remove(at);
-                }
-                if matches!(stored.visibility, Visibility::InFlight(_)) {
-                    group.in_flight = group.in_flight.saturating_sub(1);
-                }
-                if group.pending.is_empty() {
-                    fifo.groups.remove(name);
-                }
-            }
-        }
-        match stored.visibility {
-            // Its id stays in the visible FIFO, to be skipped.
-            Visibility::Visible => self.visible_count -= 1,
-            Visibility::InFlight(deadline) => {
-                self.deadlines.remove(&(deadline, seq));
-                self.in_flight_count -= 1;
-            }
-            Visibility::Delayed(deadline) => {
-                self.deadlines.remove(&(deadline, seq));
-                self.delayed_count -= 1;
-            }
-        }
-        // Give back the memory of a large backlog once it is consumed.
-        if self.messages.is_empty() && self.messages.capacity() > 4096 {
-            self.messages.shrink_to_fit();
-            self.visible.clear();
-            self.visible.shrink_to_fit();
-            return;
-        }
-        // Keep the FIFO from filling up with ids of messages deleted while visible.
-        if self.visible.len() > 64 && self.visible.len() > 2 * self.visible_count {
-            let messages = &self.messages;
-            self.visible.retain(|seq| {
-                messages
-                    .get(seq)
-                    .is_some_and(|stored| stored.visibility == Visibility::Visible)
-            });
-        }
-    }
-
     /// The value of settable attribute `name`: as set, or its default.
     fn attribute(&self, name: &str) -> Option<String> {
         if let Some(value) = self.attributes.get(name) {
@@ -1101,21 +731,30 @@ impl State {
             };
             match *name {
                 "VisibilityTimeout" => {
-                    settings.visibility_timeout =
-                        Duration::from_secs(ranged(name, value, 0, MAX_VISIBILITY_TIMEOUT)?);
+                    settings.visibility_timeout = Duration::from_secs(ranged(
+                        name,
+                        value,
+                        0,
+                        i64::from(MAX_VISIBILITY_SECS),
+                    )?);
                 }
                 "DelaySeconds" => {
                     settings.delay =
-                        Duration::from_secs(ranged(name, value, 0, MAX_DELAY_SECONDS)?);
+                        Duration::from_secs(ranged(name, value, 0, i64::from(MAX_DELAY_SECS))?);
                 }
                 "ReceiveMessageWaitTimeSeconds" => {
                     settings.wait_seconds =
-                        i64::try_from(ranged(name, value, 0, 20)?).unwrap_or_default();
+                        i64::try_from(ranged(name, value, 0, i64::from(MAX_WAIT_SECS))?)
+                            .unwrap_or_default();
                 }
                 "MaximumMessageSize" => {
-                    settings.max_message_size =
-                        usize::try_from(ranged(name, value, 1024, 1_048_576)?)
-                            .unwrap_or(usize::MAX);
+                    settings.max_message_size = usize::try_from(ranged(
+                        name,
+                        value,
+                        1024,
+                        i64::try_from(MAX_MESSAGE_BYTES).unwrap_or(i64::MAX),
+                    )?)
+                    .unwrap_or(usize::MAX);
                 }
                 "MessageRetentionPeriod" => {
                     ranged(name, value, 60, 1_209_600)?;
@@ -1184,25 +823,6 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, SqsError> {
         Err(SqsError::new(
             ErrorKind::InvalidAttributeValue,
             format!("invalid value `{value}` for {name}: it must be true or false"),
-        ))
-    }
-}
-
-/// A visibility timeout parameter `name` of `seconds`, checked.
-///
-/// # Errors
-///
-/// `InvalidParameterValue` when it is not in `0..=43200`.
-pub(crate) fn visibility_timeout(name: &str, seconds: i64) -> Result<Duration, SqsError> {
-    if (0..=MAX_VISIBILITY_TIMEOUT).contains(&seconds) {
-        Ok(Duration::from_secs(seconds.unsigned_abs()))
-    } else {
-        Err(SqsError::new(
-            ErrorKind::InvalidParameterValue,
-            format!(
-                "value {seconds} for parameter {name} is invalid: it must be between 0 and \
-                 {MAX_VISIBILITY_TIMEOUT}"
-            ),
         ))
     }
 }
@@ -1319,7 +939,10 @@ mod tests {
                 .delete(&delivery.handle.to_string())
                 .expect("the latest handle deletes a visible message");
         }
-        assert!(queue.lock().visible.len() < 64, "stale ids were dropped");
+        assert!(
+            queue.lock().messages.visible_fifo_len() < 64,
+            "stale ids were dropped"
+        );
         let mut rest = Vec::new();
         for _ in 0..5 {
             let mut out = Vec::new();

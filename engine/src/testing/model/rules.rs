@@ -1,0 +1,173 @@
+//! The limits SQS sets on a call and the checks it makes, stated once for every front of the
+//! model.
+
+use std::time::Duration;
+
+use super::error::{ErrorKind, ModelError};
+pub use crate::limits::MAX_VISIBILITY_SECS;
+
+/// The account id in the queue URLs and ARNs the model hands out.
+pub const ACCOUNT_ID: &str = "000000000000";
+/// The visibility timeout of a new queue, in seconds, as on SQS.
+pub const DEFAULT_VISIBILITY_SECS: u32 = 30;
+/// The largest message (body and attributes together) and the largest `SendMessageBatch`, in
+/// bytes.
+pub const MAX_MESSAGE_BYTES: usize = 1_048_576;
+/// The longest delay of a message, in seconds (15 minutes).
+pub const MAX_DELAY_SECS: u32 = 900;
+/// The longest long poll, in seconds.
+pub const MAX_WAIT_SECS: u32 = 20;
+/// The most entries in one batch call, and the most messages one receive hands out.
+pub const MAX_BATCH_ENTRIES: usize = 10;
+/// The most message attributes on one message.
+pub const MAX_MESSAGE_ATTRIBUTES: usize = 10;
+/// The longest queue name, the `.fifo` suffix of a FIFO queue counted.
+pub const MAX_QUEUE_NAME_LEN: usize = 80;
+/// How long a FIFO queue remembers a deduplication id.
+pub const DEDUPLICATION_WINDOW: Duration = Duration::from_secs(300);
+
+/// Whether SQS takes `name` as a queue name: 1 to 80 letters, digits, `-` and `_`, with the
+/// `.fifo` suffix of a FIFO queue counted in the 80.
+pub fn valid_queue_name(name: &str) -> bool {
+    let stem = name.strip_suffix(".fifo").unwrap_or(name);
+    !stem.is_empty()
+        && name.len() <= MAX_QUEUE_NAME_LEN
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Whether SQS takes every character of `text` in a body or a string attribute: tab, line
+/// feed, carriage return, and `U+0020` on, but for `U+FFFE` and `U+FFFF` (a `char` is never a
+/// surrogate).
+pub fn valid_text(text: &str) -> bool {
+    text.chars().all(|c| {
+        matches!(c, '\t' | '\n' | '\r') || (c >= '\u{20}' && c != '\u{FFFE}' && c != '\u{FFFF}')
+    })
+}
+
+/// Checks the number of entries of a batch call.
+///
+/// # Errors
+///
+/// `EmptyBatchRequest` for none, `TooManyEntriesInBatchRequest` for more than
+/// [`MAX_BATCH_ENTRIES`].
+pub fn check_batch(entries: usize) -> Result<(), ModelError> {
+    match entries {
+        0 => Err(ModelError::new(
+            ErrorKind::EmptyBatchRequest,
+            "a batch call needs at least one entry",
+        )),
+        1..=MAX_BATCH_ENTRIES => Ok(()),
+        _ => Err(ModelError::new(
+            ErrorKind::TooManyEntriesInBatchRequest,
+            format!("{entries} entries, a batch call takes at most {MAX_BATCH_ENTRIES}"),
+        )),
+    }
+}
+
+/// Checks the visibility timeout parameter `name` of a call.
+///
+/// # Errors
+///
+/// `InvalidParameterValue` when `seconds` is not `0..=43200`.
+pub fn check_visibility(name: &str, seconds: i64) -> Result<Duration, ModelError> {
+    in_range(name, seconds, MAX_VISIBILITY_SECS)
+}
+
+/// Checks the delay parameter of a send.
+///
+/// # Errors
+///
+/// `InvalidParameterValue` when `seconds` is not `0..=900`.
+pub fn check_delay(seconds: i64) -> Result<Duration, ModelError> {
+    in_range("DelaySeconds", seconds, MAX_DELAY_SECS)
+}
+
+/// `seconds` of parameter `name` as a duration, when it is `0..=max`.
+fn in_range(name: &str, seconds: i64, max: u32) -> Result<Duration, ModelError> {
+    if (0..=i64::from(max)).contains(&seconds) {
+        Ok(Duration::from_secs(seconds.unsigned_abs()))
+    } else {
+        Err(ModelError::new(
+            ErrorKind::InvalidParameterValue,
+            format!(
+                "value {seconds} for parameter {name} is invalid: it must be between 0 and {max}"
+            ),
+        ))
+    }
+}
+
+/// Checks the body of a message.
+///
+/// # Errors
+///
+/// `InvalidMessageContents` for an empty body or one with characters SQS refuses.
+pub fn check_body(body: &str) -> Result<(), ModelError> {
+    if body.is_empty() {
+        return Err(ModelError::new(
+            ErrorKind::InvalidMessageContents,
+            "the message body must not be empty",
+        ));
+    }
+    if !valid_text(body) {
+        return Err(ModelError::new(
+            ErrorKind::InvalidMessageContents,
+            "the message body contains characters outside the allowed set",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the size of a message (body and attributes) against the queue's limit.
+///
+/// # Errors
+///
+/// `InvalidParameterValue` when it is larger than `limit` bytes.
+pub fn check_size(bytes: usize, limit: usize) -> Result<(), ModelError> {
+    if bytes > limit {
+        return Err(ModelError::new(
+            ErrorKind::InvalidParameterValue,
+            format!("the message is {bytes} bytes long; the queue's limit is {limit} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks what a send to a FIFO queue, or to a standard one, must carry.
+///
+/// # Errors
+///
+/// `MissingParameter` for a FIFO send without a group id; `InvalidParameterValue` for a FIFO
+/// send without a deduplication id to a queue without content-based deduplication, and for a
+/// deduplication id sent to a standard queue.
+pub fn check_fifo_ids(
+    fifo: bool,
+    group_id: Option<&str>,
+    deduplication_id: Option<&str>,
+    content_based: bool,
+) -> Result<(), ModelError> {
+    if !fifo {
+        if deduplication_id.is_some() {
+            return Err(ModelError::new(
+                ErrorKind::InvalidParameterValue,
+                "a MessageDeduplicationId is only for FIFO queues",
+            ));
+        }
+        return Ok(());
+    }
+    if group_id.is_none() {
+        return Err(ModelError::new(
+            ErrorKind::MissingParameter,
+            "a message sent to a FIFO queue needs a MessageGroupId",
+        ));
+    }
+    if deduplication_id.is_none() && !content_based {
+        return Err(ModelError::new(
+            ErrorKind::InvalidParameterValue,
+            "the queue should either have ContentBasedDeduplication enabled or \
+             MessageDeduplicationId provided explicitly",
+        ));
+    }
+    Ok(())
+}
