@@ -1,8 +1,8 @@
 //! An SQS that lives in the test process, for tests on a paused clock.
 //!
-//! [`InProcessSqs`] implements [`SqsApi`], so an [`Engine`](crate::Engine) (or, with the
-//! `ruststream` feature, the RustStream broker's in-process mode) runs against it unchanged. It
-//! keeps its time on tokio's clock: under `#[tokio::test(start_paused = true)]` a
+//! [`InProcessSqs`] implements [`SqsApi`](crate::SqsApi), so an [`Engine`](crate::Engine)
+//! (or, with the `ruststream` feature, the RustStream broker's in-process mode) runs against it
+//! unchanged. It keeps its time on tokio's clock: under `#[tokio::test(start_paused = true)]` a
 //! `retry_after(60 s)` comes back after `tokio::time::advance(60 s)`, with no real waiting.
 //!
 //! It is a test double. It models what the engine relies on, and refuses what SQS refuses

@@ -125,7 +125,7 @@ impl SqsApi for InProcessSqs {
     }
 
     /// Hands out what is receivable; with a wait time and nothing there, waits until something
-    /// is, with no timer (see the [module docs](self)).
+    /// is, with no timer (see the [module docs](crate::testing)).
     fn receive<'a>(
         &'a self,
         request: &'a ReceiveRequest<'a>,

@@ -156,7 +156,7 @@ impl InProcessSqs {
     ///
     /// # Errors
     ///
-    /// What SQS answers for the same send (see the [module docs](self)).
+    /// What SQS answers for the same send (see the [module docs](crate::testing)).
     pub fn send_entry(&self, queue: &str, entry: &SendEntry) -> Result<String, CallError> {
         let name = last_segment(queue);
         let mut state = self.shared.lock();

@@ -18,7 +18,7 @@ impl State {
     }
 }
 
-/// One change the in-process SQS applied to a message; see [`InProcessSqs::journal`].
+/// One change the in-process SQS applied to a message; see [`InProcessSqs::journal`](crate::testing::InProcessSqs::journal).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Applied {
