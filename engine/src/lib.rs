@@ -84,7 +84,7 @@ macro_rules! defect {
 }
 pub(crate) use defect;
 
-mod api;
+pub mod api;
 mod attribute;
 mod aws;
 mod aws_batch;
@@ -98,7 +98,6 @@ pub mod bench;
 mod bounded;
 mod caught;
 mod consumer;
-mod decorator;
 mod delivery;
 mod engine;
 mod error;
@@ -134,13 +133,12 @@ mod turn;
 
 pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
-    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
+    ReceiveRequest, ReceivedMessage, SendEntry, SqsApi, SqsDecorator,
 };
 pub use attribute::{AttributeValue, MessageAttribute};
 pub use aws::{AwsSqs, DEFAULT_CALL_TIMEOUT};
 pub use backoff::Backoff;
 pub use consumer::{Consumer, ConsumerHandle};
-pub use decorator::SqsDecorator;
 pub use delivery::{Delivery, Ticket};
 pub use engine::{Engine, EngineBuilder, StatsHandle};
 pub use error::{ConfigError, Error, SettleError};

@@ -3,8 +3,8 @@
 
 use super::InProcessSqs;
 use super::observer::Observer;
+use crate::api::SqsDecorator;
 use crate::api::{BoxFuture, CallError, ReceiveRequest, ReceivedMessage};
-use crate::decorator::SqsDecorator;
 use crate::queue_url::last_segment;
 use std::fmt;
 use std::sync::Arc;
