@@ -191,6 +191,10 @@ bounded_duration! {
     WaitTime: "wait_time", at most 20 s
 }
 
+// The bounds the macros take as literals, held to the limits SQS states once.
+const _: () = assert!(ReceiveBatch::MAX == crate::limits::MAX_BATCH_ENTRIES);
+const _: () = assert!(WaitTime::MAX.as_secs() == crate::limits::MAX_WAIT_SECS as u64);
+
 bounded_duration! {
     /// [`max_batch_wait`](crate::EngineBuilder::max_batch_wait): how long a settlement may
     /// wait for company.

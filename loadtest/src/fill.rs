@@ -12,6 +12,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{BatchResultErrorEntry, SendMessageBatchRequestEntry};
 use clap::builder::RangedU64ValueParser;
+use sqs_engine::limits::MAX_BATCH_ENTRIES;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, interval_at};
 use tracing::{info, warn};
@@ -22,9 +23,6 @@ use crate::target::{TargetArgs, resolve_queue_url};
 /// The most bytes of message bodies one `SendMessageBatch` carries (SQS's historical limit
 /// for a batch, which every implementation accepts).
 const MAX_BATCH_BYTES: usize = 262_144;
-
-/// The most entries one `SendMessageBatch` carries.
-const MAX_BATCH_ENTRIES: usize = 10;
 
 /// How many times one batch's entries are sent before the fill gives up on them.
 const MAX_ATTEMPTS: u32 = 8;

@@ -59,7 +59,8 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::batch::{BatchConfig, Batcher, MAX_ENTRIES, Queued};
+    use crate::batch::{BatchConfig, Batcher, Queued};
+    use crate::limits::MAX_BATCH_ENTRIES;
 
     #[derive(Debug, PartialEq, Eq)]
     struct Item {
@@ -83,7 +84,7 @@ mod tests {
     fn batcher() -> Batcher<Item, ByteBudget> {
         Batcher::new(
             BatchConfig {
-                max_batch: MAX_ENTRIES,
+                max_batch: MAX_BATCH_ENTRIES,
                 max_wait: Duration::from_millis(5),
                 max_in_flight: 2,
             },

@@ -30,8 +30,7 @@ use tokio::time::Instant;
 pub(crate) use reason::FlushReason;
 pub(crate) use rule::{Admit, Rule};
 
-/// The most entries a batch call takes: SQS's batch calls and SNS's `PublishBatch` alike.
-pub(crate) const MAX_ENTRIES: usize = 10;
+use crate::limits::MAX_BATCH_ENTRIES;
 
 /// An entry waiting in a [`Batcher`].
 pub(crate) trait Queued {
@@ -42,7 +41,7 @@ pub(crate) trait Queued {
 /// A batcher's settings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BatchConfig {
-    /// Entries in a full batch, 1..=[`MAX_ENTRIES`].
+    /// Entries in a full batch, 1..=[`MAX_BATCH_ENTRIES`].
     pub(crate) max_batch: usize,
     /// How long the oldest entry may wait while a call is in flight.
     pub(crate) max_wait: Duration,
@@ -66,7 +65,7 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
     pub(crate) fn new(config: BatchConfig, rule: R) -> Self {
         Self {
             config: BatchConfig {
-                max_batch: config.max_batch.clamp(1, MAX_ENTRIES),
+                max_batch: config.max_batch.clamp(1, MAX_BATCH_ENTRIES),
                 max_in_flight: config.max_in_flight.max(1),
                 ..config
             },

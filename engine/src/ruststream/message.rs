@@ -14,6 +14,7 @@ use super::error::SqsError;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
 use crate::delivery::{Delivery, Ticket};
+use crate::limits::valid_text;
 use crate::outcome::Outcome;
 
 /// The message attribute that marks a body sent as base64, because it was not text SQS
@@ -21,18 +22,10 @@ use crate::outcome::Outcome;
 /// in flight during a migration decode on either side.
 pub(crate) const BODY_ENCODING_ATTRIBUTE: &str = "ruststream-payload-encoding";
 
-/// Whether SQS takes `text` as it is in a body or a `String` attribute: tab, LF, CR and the
-/// characters from U+0020 on, but not U+FFFE or U+FFFF.
-pub(crate) fn is_sqs_text(text: &str) -> bool {
-    text.chars().all(|c| {
-        matches!(c, '\t' | '\n' | '\r') || (c >= '\u{20}' && c != '\u{FFFE}' && c != '\u{FFFF}')
-    })
-}
-
 /// The body to send for `payload`, and whether it went base64.
 pub(crate) fn encode_body(payload: Vec<u8>) -> (String, bool) {
     match String::from_utf8(payload) {
-        Ok(text) if is_sqs_text(&text) => (text, false),
+        Ok(text) if valid_text(&text) => (text, false),
         Ok(text) => (BASE64.encode(text.as_bytes()), true),
         Err(error) => (BASE64.encode(error.as_bytes()), true),
     }
@@ -278,7 +271,7 @@ pub(crate) fn attribute_of(
         )));
     }
     let attribute = match std::str::from_utf8(value) {
-        Ok(text) if is_sqs_text(text) => crate::MessageAttribute {
+        Ok(text) if valid_text(text) => crate::MessageAttribute {
             data_type: "String".into(),
             value: AttributeValue::String(text.to_owned()),
         },

@@ -21,17 +21,14 @@ use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
 use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::backoff::Backoff;
 use crate::batch::budget::{ByteBudget, Weighed};
-use crate::batch::{BatchConfig, Batcher, MAX_ENTRIES, Queued};
+use crate::batch::{BatchConfig, Batcher, Queued};
+use crate::limits::{MAX_BATCH_ENTRIES, MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES};
 use crate::metrics::CallCounts;
 use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::queue_url::is_url;
 use crate::retry::retrying;
 use crate::sleep::sleep_until_or_forever;
 
-/// The most message attributes SQS takes on a message.
-const MAX_ATTRIBUTES: usize = 10;
-/// The largest message SQS takes, body and attributes together.
-const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// The group of a FIFO publish that names none.
 const DEFAULT_GROUP: &str = "default";
 
@@ -315,9 +312,9 @@ impl OutgoingEntry<'_> {
                 },
             ));
         }
-        if attributes.len() > MAX_ATTRIBUTES {
+        if attributes.len() > MAX_MESSAGE_ATTRIBUTES {
             return Err(refused(format!(
-                "{} headers{}: SQS carries at most {MAX_ATTRIBUTES} message attributes",
+                "{} headers{}: SQS carries at most {MAX_MESSAGE_ATTRIBUTES} message attributes",
                 attributes.len() - usize::from(base64),
                 if base64 {
                     " and the base64 marker of a binary body"
@@ -533,7 +530,7 @@ impl Publishing {
             runtime,
             backoff: Backoff::default(),
             config: BatchConfig {
-                max_batch: MAX_ENTRIES,
+                max_batch: MAX_BATCH_ENTRIES,
                 max_wait: Duration::from_millis(5),
                 max_in_flight: 4,
             },

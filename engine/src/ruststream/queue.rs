@@ -11,10 +11,8 @@ use super::broker::ConnectedSqsBroker;
 use super::error::SqsError;
 use super::subscriber::SqsSubscriber;
 use crate::bounded::{MaxReceiveCount, WaitTime};
+use crate::limits::MAX_QUEUE_NAME_LEN;
 use crate::queue_url::is_url;
-
-/// The longest queue name SQS accepts.
-const MAX_QUEUE_NAME: usize = 80;
 
 /// The SQS queue name for a logical name: every character SQS refuses in a queue name (all but
 /// ASCII letters, digits, `-` and `_`) becomes `-`, and a `.fifo` suffix is kept. A queue URL
@@ -192,9 +190,9 @@ impl SqsQueue {
         if self.queue.is_empty() {
             return Err(invalid("the queue name is empty".into()));
         }
-        if !is_url(&self.queue) && queue_name(&self.queue).len() > MAX_QUEUE_NAME {
+        if !is_url(&self.queue) && queue_name(&self.queue).len() > MAX_QUEUE_NAME_LEN {
             return Err(invalid(format!(
-                "SQS queue names have at most {MAX_QUEUE_NAME} characters"
+                "SQS queue names have at most {MAX_QUEUE_NAME_LEN} characters"
             )));
         }
         if self.wait > WaitTime::MAX {

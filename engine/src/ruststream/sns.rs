@@ -24,7 +24,7 @@ use crate::retry::retrying;
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 
 // The coalescer shared with queues makes batches `PublishBatch` takes.
-const _: () = assert!(crate::batch::MAX_ENTRIES <= MAX_PUBLISH_ENTRIES);
+const _: () = assert!(crate::limits::MAX_BATCH_ENTRIES <= MAX_PUBLISH_ENTRIES);
 
 /// The topic a destination names: an ARN as it is, a name mapped onto the characters SNS takes
 /// the way a queue name is (see [`queue_name`](super::queue_name)), a `.fifo` suffix kept.

@@ -13,9 +13,7 @@ use super::broker::Core;
 use super::error::SqsError;
 use super::message::SqsMessage;
 use crate::consumer::Consumer;
-
-/// The most messages SQS hands out in one receive, and so the largest batch.
-const MAX_BATCH: usize = 10;
+use crate::limits::MAX_BATCH_ENTRIES;
 
 /// The deliveries of one queue, from the engine's receivers.
 ///
@@ -124,14 +122,14 @@ impl BatchSubscriber for SqsSubscriber {
         size: NonZeroUsize,
     ) -> impl Stream<Item = Result<Vec<SqsMessage>, SqsError>> + Send + '_ {
         let mut size = size.get();
-        if size > MAX_BATCH {
+        if size > MAX_BATCH_ENTRIES {
             if !self.warned_clamp.swap(true, Ordering::Relaxed) {
                 warn!(
                     queue = self.consumer.handle().queue(),
                     size, "SQS receives at most 10 messages at once: batches hold at most 10"
                 );
             }
-            size = MAX_BATCH;
+            size = MAX_BATCH_ENTRIES;
         }
         futures::stream::unfold(self, move |this| async move {
             let batch = this.next_batch(size).await?;

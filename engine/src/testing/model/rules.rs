@@ -4,47 +4,16 @@
 use std::time::Duration;
 
 use super::error::{ErrorKind, ModelError};
-pub use crate::limits::MAX_VISIBILITY_SECS;
+pub use crate::limits::{
+    DEDUPLICATION_WINDOW, MAX_BATCH_ENTRIES, MAX_DELAY_SECS, MAX_MESSAGE_ATTRIBUTES,
+    MAX_MESSAGE_BYTES, MAX_QUEUE_NAME_LEN, MAX_VISIBILITY_SECS, MAX_WAIT_SECS, valid_queue_name,
+    valid_text,
+};
 
 /// The account id in the queue URLs and ARNs the model hands out.
 pub const ACCOUNT_ID: &str = "000000000000";
 /// The visibility timeout of a new queue, in seconds, as on SQS.
 pub const DEFAULT_VISIBILITY_SECS: u32 = 30;
-/// The largest message (body and attributes together) and the largest `SendMessageBatch`, in
-/// bytes.
-pub const MAX_MESSAGE_BYTES: usize = 1_048_576;
-/// The longest delay of a message, in seconds (15 minutes).
-pub const MAX_DELAY_SECS: u32 = 900;
-/// The longest long poll, in seconds.
-pub const MAX_WAIT_SECS: u32 = 20;
-/// The most entries in one batch call, and the most messages one receive hands out.
-pub const MAX_BATCH_ENTRIES: usize = 10;
-/// The most message attributes on one message.
-pub const MAX_MESSAGE_ATTRIBUTES: usize = 10;
-/// The longest queue name, the `.fifo` suffix of a FIFO queue counted.
-pub const MAX_QUEUE_NAME_LEN: usize = 80;
-/// How long a FIFO queue remembers a deduplication id.
-pub const DEDUPLICATION_WINDOW: Duration = Duration::from_secs(300);
-
-/// Whether SQS takes `name` as a queue name: 1 to 80 letters, digits, `-` and `_`, with the
-/// `.fifo` suffix of a FIFO queue counted in the 80.
-pub fn valid_queue_name(name: &str) -> bool {
-    let stem = name.strip_suffix(".fifo").unwrap_or(name);
-    !stem.is_empty()
-        && name.len() <= MAX_QUEUE_NAME_LEN
-        && stem
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// Whether SQS takes every character of `text` in a body or a string attribute: tab, line
-/// feed, carriage return, and `U+0020` on, but for `U+FFFE` and `U+FFFF` (a `char` is never a
-/// surrogate).
-pub fn valid_text(text: &str) -> bool {
-    text.chars().all(|c| {
-        matches!(c, '\t' | '\n' | '\r') || (c >= '\u{20}' && c != '\u{FFFE}' && c != '\u{FFFF}')
-    })
-}
 
 /// Checks the number of entries of a batch call.
 ///
