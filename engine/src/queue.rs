@@ -17,7 +17,7 @@ use crate::retry;
 use crate::round_trip::RoundTrip;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
-use crate::settle::{Settler, SettlerConfig};
+use crate::settle::{DeleteFill, Settler, SettlerConfig};
 
 /// SQS's default visibility timeout, used when the queue does not say.
 const DEFAULT_VISIBILITY_SECS: u32 = 30;
@@ -138,7 +138,11 @@ impl QueueRuntime {
             heartbeat,
             round_trip: Arc::clone(&round_trip),
             // A FIFO group's next message may wait for the answer to a delete.
-            fill_deletes: !attributes.fifo,
+            delete_fill: if attributes.fifo {
+                DeleteFill::AtOnce
+            } else {
+                DeleteFill::FromDeliveriesOut
+            },
         }));
         let runtime = Self {
             name,

@@ -34,6 +34,7 @@ use crate::round_trip::RoundTrip;
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
 use heartbeat::HeartbeatConfig;
+pub(crate) use state::DeleteFill;
 use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
 
@@ -89,8 +90,8 @@ pub(crate) struct SettlerConfig {
     pub(crate) heartbeat: Option<HeartbeatConfig>,
     /// Where the batch calls' durations go.
     pub(crate) round_trip: Arc<RoundTrip>,
-    /// Whether idle delete batches wait to be filled (see [`SettleState::fill_deletes`]).
-    pub(crate) fill_deletes: bool,
+    /// What an idle delete lane does with a partial batch.
+    pub(crate) delete_fill: DeleteFill,
 }
 
 impl Settler {
@@ -102,11 +103,11 @@ impl Settler {
             backoff: config.backoff,
             metrics: config.metrics,
             round_trip: config.round_trip,
-            state: Mutex::new({
-                let mut state = SettleState::new(config.coalescer, config.heartbeat);
-                state.fill_deletes(config.fill_deletes);
-                state
-            }),
+            state: Mutex::new(SettleState::new(
+                config.coalescer,
+                config.heartbeat,
+                config.delete_fill,
+            )),
             wake: Notify::new(),
             sent: Notify::new(),
         }

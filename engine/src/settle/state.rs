@@ -52,28 +52,35 @@ pub(crate) struct SettleState<S> {
     armed: Option<Instant>,
     /// Set once everything has been sent and answered after a drain: nothing more goes out.
     closed: bool,
-    /// Whether an idle delete lane waits for the deliveries still out to fill its batch (see
-    /// [`Coalescer::expect`]); off where a delete's answer holds up the next message.
-    fills_deletes: bool,
+    /// What an idle delete lane does with a partial batch.
+    delete_fill: DeleteFill,
+}
+
+/// What an idle delete lane (no delete call in flight) does with a partial batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeleteFill {
+    /// Sends it at once. For a FIFO queue, whose next message of a group may wait for the
+    /// answer to its delete.
+    AtOnce,
+    /// Waits, up to the batch wait, while the deliveries still out would fill it (see
+    /// [`Coalescer::expect`]). Counts only the deliveries the heartbeat keeps: with the
+    /// heartbeat off, idle batches go at once.
+    FromDeliveriesOut,
 }
 
 impl<S> SettleState<S> {
-    pub(crate) fn new(coalescer: CoalescerConfig, heartbeat: Option<HeartbeatConfig>) -> Self {
+    pub(crate) fn new(
+        coalescer: CoalescerConfig,
+        heartbeat: Option<HeartbeatConfig>,
+        delete_fill: DeleteFill,
+    ) -> Self {
         Self {
             coalescer: Coalescer::new(coalescer),
             schedule: heartbeat.map(Schedule::new),
             armed: None,
             closed: false,
-            fills_deletes: false,
+            delete_fill,
         }
-    }
-
-    /// Lets an idle delete lane wait, up to the batch wait, for the deliveries still out to
-    /// fill its batch, rather than send a partial one. Not on a FIFO queue, whose next
-    /// message of a group may wait for the answer to its delete. Counts only the deliveries
-    /// the heartbeat keeps: with the heartbeat off, idle batches go at once.
-    pub(crate) fn fill_deletes(&mut self, on: bool) {
-        self.fills_deletes = on;
     }
 
     /// Whether the driver must wake for something due at `at`.
@@ -168,7 +175,7 @@ impl<S> SettleState<S> {
                 );
             }
         }
-        if self.fills_deletes {
+        if self.delete_fill == DeleteFill::FromDeliveriesOut {
             self.coalescer
                 .expect(self.schedule.as_ref().map_or(0, Schedule::len));
         }
@@ -273,6 +280,10 @@ mod tests {
     const VT: Duration = Duration::from_secs(30);
 
     fn state() -> SettleState<&'static str> {
+        state_filling(DeleteFill::AtOnce)
+    }
+
+    fn state_filling(fill: DeleteFill) -> SettleState<&'static str> {
         SettleState::new(
             CoalescerConfig {
                 max_batch: 10,
@@ -280,6 +291,7 @@ mod tests {
                 max_in_flight: 4,
             },
             HeartbeatConfig::for_visibility(VT, None),
+            fill,
         )
     }
 
@@ -339,18 +351,18 @@ mod tests {
 
     #[test]
     fn a_delete_waits_for_the_deliveries_still_out_only_where_filling_is_on() {
-        for fill in [true, false] {
+        for fill in [DeleteFill::FromDeliveriesOut, DeleteFill::AtOnce] {
             let start = Instant::now();
-            let mut s = state();
-            s.fill_deletes(fill);
+            let mut s = state_filling(fill);
             let keys: Vec<u64> = (0..10)
                 .map(|i| register(&mut s, &format!("r{i}"), start))
                 .collect();
             s.settle(Some(keys[0]), Lane::Delete, |_| delete("r0", start))
                 .expect("open");
             let sent = s.poll(start).len();
-            assert_eq!(sent, usize::from(!fill), "filling {fill}: nine more out");
-            if fill {
+            let waits = fill == DeleteFill::FromDeliveriesOut;
+            assert_eq!(sent, usize::from(!waits), "{fill:?}: nine more out");
+            if waits {
                 for (i, key) in keys.iter().enumerate().skip(1) {
                     s.settle(Some(*key), Lane::Delete, |_| {
                         delete(&format!("r{i}"), start)
@@ -367,8 +379,7 @@ mod tests {
     #[test]
     fn a_lone_delete_goes_at_once_with_filling_on() {
         let start = Instant::now();
-        let mut s = state();
-        s.fill_deletes(true);
+        let mut s = state_filling(DeleteFill::FromDeliveriesOut);
         let key = register(&mut s, "r", start);
         s.settle(Some(key), Lane::Delete, |_| delete("r", start))
             .expect("open");
@@ -570,6 +581,7 @@ mod tests {
                 max_in_flight: 128,
             },
             None,
+            DeleteFill::AtOnce,
         );
         // Sixteen calls of ten are allowed in flight before any round trip is known.
         for i in 0..=160 {
