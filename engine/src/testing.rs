@@ -44,6 +44,7 @@
 //! against LocalStack for those.
 mod adapter;
 mod defect;
+mod depth;
 mod errors;
 #[cfg(feature = "ruststream")]
 mod harness;
@@ -61,6 +62,7 @@ mod tests;
 
 pub(crate) use defect::defect_on;
 pub use defect::{Defect, DefectGuard, inject_defect};
+pub use depth::{QueueDepth, queue_depth};
 #[cfg(feature = "ruststream")]
 pub(crate) use harness::{Counted, Watch};
 pub use in_process::{InProcessSqs, QueueCounts, SentMessage};

@@ -9,6 +9,8 @@ use aws_sdk_sqs::types::{
     Message, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 
+use sqs_engine::testing::queue_depth;
+
 use crate::localstack::endpoint;
 
 /// A queue name no other test or run uses: `prefix`, the process id, a counter and the clock.
@@ -222,25 +224,8 @@ async fn send_entries(
 ///
 /// When `GetQueueAttributes` fails.
 pub async fn counts(client: &Client, url: &str) -> (u64, u64) {
-    let output = client
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .expect("GetQueueAttributes");
-    let attributes = output.attributes.unwrap_or_default();
-    let read = |name: &QueueAttributeName| {
-        attributes
-            .get(name)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (
-        read(&QueueAttributeName::ApproximateNumberOfMessages),
-        read(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-    )
+    let depth = queue_depth(client, url).await.expect("GetQueueAttributes");
+    (depth.visible, depth.in_flight)
 }
 
 /// Receives up to ten messages directly (not through the engine) with the given wait and

@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use serde::Serialize;
+use sqs_engine::testing::{QueueDepth, queue_depth};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -403,10 +404,10 @@ async fn run_one(
         }
     } else {
         loop {
-            let [visible, in_flight] = counts(&client, &payments).await?;
-            let [entries, _] = counts(&client, &queues[1].1).await?;
+            let payments = depth(&client, &payments).await?;
+            let entries = depth(&client, &queues[1].1).await?.visible;
             polls += 2;
-            if visible + in_flight == 0 && entries >= args.messages {
+            if payments == QueueDepth::default() && entries >= args.messages {
                 break true;
             }
             if start.elapsed() > limit {
@@ -465,12 +466,12 @@ async fn run_one(
     let (ledger_entries, left_on_queues) = if args.fan_out {
         let mut left = BTreeMap::new();
         for (name, url) in &queues {
-            let [visible, in_flight] = counts(&client, url).await?;
-            left.insert(name.clone(), visible + in_flight);
+            let left_here = depth(&client, url).await?;
+            left.insert(name.clone(), left_here.visible + left_here.in_flight);
         }
         (None, Some(left))
     } else {
-        let [entries, _] = counts(&client, &queues[1].1).await?;
+        let entries = depth(&client, &queues[1].1).await?.visible;
         (Some(entries), None)
     };
     if localstack {
@@ -525,7 +526,7 @@ async fn fresh_queue(client: &Client, name: &str) -> Result<String> {
         .map_err(|error| anyhow::anyhow!("CreateQueue {name}: {}", DisplayErrorContext(error)))?
         .queue_url
         .with_context(|| format!("CreateQueue {name} answered no URL"))?;
-    if counts(client, &url).await? != [0, 0] {
+    if depth(client, &url).await? != QueueDepth::default() {
         client
             .purge_queue()
             .queue_url(&url)
@@ -535,7 +536,7 @@ async fn fresh_queue(client: &Client, name: &str) -> Result<String> {
                 anyhow::anyhow!("PurgeQueue {name}: {}", DisplayErrorContext(error))
             })?;
         let emptied = Instant::now();
-        while counts(client, &url).await? != [0, 0] {
+        while depth(client, &url).await? != QueueDepth::default() {
             if emptied.elapsed() > CHILD_WITHIN {
                 bail!("queue {name} is not empty a minute after PurgeQueue");
             }
@@ -545,27 +546,11 @@ async fn fresh_queue(client: &Client, name: &str) -> Result<String> {
     Ok(url)
 }
 
-/// The messages of a queue: visible, and in flight.
-async fn counts(client: &Client, url: &str) -> Result<[u64; 2]> {
-    let output = client
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
+/// The approximate counts of the queue at `url`.
+async fn depth(client: &Client, url: &str) -> Result<QueueDepth> {
+    queue_depth(client, url)
         .await
-        .map_err(|error| anyhow::anyhow!("GetQueueAttributes: {}", DisplayErrorContext(error)))?;
-    let read = |name: QueueAttributeName| {
-        output
-            .attributes()
-            .and_then(|attributes| attributes.get(&name))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
-    };
-    Ok([
-        read(QueueAttributeName::ApproximateNumberOfMessages),
-        read(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-    ])
+        .with_context(|| format!("GetQueueAttributes {url}"))
 }
 
 /// The body of payment `id`: the seed's `Payment` as JSON, not under review.
