@@ -18,7 +18,7 @@ use crate::health::AfterFailure;
 use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
-use crate::round_trip::{LIGHT_IN_FLIGHT, ReceiveRoundTrip};
+use crate::round_trip::{LIGHT_IN_FLIGHT, LoadedRoundTrip};
 
 /// Receives in flight worth having per second of a receive's round trip: enough for 60,000
 /// messages a second (ten a receive), more than one engine process on two cores handles
@@ -64,7 +64,7 @@ pub(crate) struct Receivers {
     pub(crate) bytes_cap: u32,
     active: AtomicUsize,
     /// How long a full receive takes, now and unloaded.
-    round_trip: ReceiveRoundTrip,
+    round_trip: LoadedRoundTrip,
 }
 
 impl Receivers {
@@ -93,7 +93,7 @@ impl Receivers {
             most: most.max(1),
             bytes_cap,
             active: AtomicUsize::new(0),
-            round_trip: ReceiveRoundTrip::default(),
+            round_trip: LoadedRoundTrip::default(),
         })
     }
 

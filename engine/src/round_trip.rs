@@ -1,7 +1,8 @@
 //! The round trip to SQS, as the engine measures it: on its short calls (opening the queue,
 //! batch settlements; never a long poll, whose wait is not the network's), how long a receive
-//! under way at shutdown may still take to answer; on full receives, how many receives in
-//! flight the round trip is worth and whether more would only queue at the server.
+//! under way at shutdown may still take to answer; on full receives and on settlement calls,
+//! how many calls in flight the round trip is worth and whether more would only queue at the
+//! server.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -65,31 +66,32 @@ impl RoundTrip {
     }
 }
 
-/// Receives in flight at most for a full receive's round trip to count as unloaded.
+/// Calls of a kind in flight at most for a round trip to count as unloaded.
 pub(crate) const LIGHT_IN_FLIGHT: usize = 8;
 /// Unloaded samples taken before the unloaded round trip is trusted: one sample of a jittery
 /// network may be a fraction of its mean, and the first calls to answer of those in flight
 /// are the short ones.
 const LIGHT_SAMPLES: u64 = 16;
 
-/// The round trip of full receives (SQS answers a long poll at once when it has messages), as
-/// the receivers size themselves by it, twice: smoothed over every sample (`now`), and smoothed
-/// over the samples taken while at most [`LIGHT_IN_FLIGHT`] receives were in flight
-/// (`unloaded`: the network's round trip without the queueing that many receives in flight
-/// cause at a server short of CPU).
+/// The round trip of one kind of call (full receives, whose long poll SQS answers at once when
+/// it has messages; settlement batch calls), as the engine sizes the calls in flight of that
+/// kind by it, twice: smoothed over every sample (`now`), and smoothed over the samples taken
+/// while at most [`LIGHT_IN_FLIGHT`] calls of the kind were in flight (`unloaded`: the
+/// network's round trip without the queueing that many calls in flight cause at a server short
+/// of CPU).
 ///
 /// Both are means of the same kind, so a jittery network (SQS's round trips have a tail several
 /// times their median) does not look loaded: only waiting that grows with the receives in
 /// flight moves `now` away from `unloaded`. The unloaded round trip follows the network again
 /// whenever the load falls back to a few receives.
 #[derive(Debug, Default)]
-pub(crate) struct ReceiveRoundTrip {
+pub(crate) struct LoadedRoundTrip {
     now: RoundTrip,
     unloaded: RoundTrip,
 }
 
-impl ReceiveRoundTrip {
-    /// Takes in a full receive that took `took` while `in_flight` receives were under way
+impl LoadedRoundTrip {
+    /// Takes in a call that took `took` while `in_flight` calls of its kind were under way
     /// (this one included).
     pub(crate) fn sample(&self, took: Duration, in_flight: usize) {
         self.now.sample(took);
@@ -110,7 +112,7 @@ impl ReceiveRoundTrip {
             .flatten()
     }
 
-    /// Whether receives queue at the server: the round trip now is more than twice the
+    /// Whether the calls queue at the server: the round trip now is more than twice the
     /// unloaded one. `false` while either is unknown.
     pub(crate) fn queueing(&self) -> bool {
         match (self.now.get(), self.unloaded()) {
@@ -154,7 +156,7 @@ mod tests {
 
     #[test]
     fn the_unloaded_round_trip_waits_for_enough_light_samples() {
-        let rtt = ReceiveRoundTrip::default();
+        let rtt = LoadedRoundTrip::default();
         for _ in 0..LIGHT_SAMPLES - 1 {
             rtt.sample(Duration::from_millis(10), 1);
             rtt.sample(Duration::from_millis(10), LIGHT_IN_FLIGHT + 1);
@@ -168,7 +170,7 @@ mod tests {
     fn jitter_is_not_queueing() {
         // A tail several times the median, at light load and at heavy load alike.
         let jittery = [3, 8, 10, 12, 30, 6, 9, 50, 4, 11];
-        let rtt = ReceiveRoundTrip::default();
+        let rtt = LoadedRoundTrip::default();
         for (i, ms) in jittery.iter().cycle().take(200).enumerate() {
             let in_flight = if i < 40 { 1 } else { 64 };
             rtt.sample(Duration::from_millis(*ms), in_flight);
@@ -180,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_round_trip_that_grows_with_the_receives_in_flight_is_queueing() {
-        let rtt = ReceiveRoundTrip::default();
+        let rtt = LoadedRoundTrip::default();
         for _ in 0..LIGHT_SAMPLES {
             rtt.sample(Duration::from_millis(5), 2);
         }

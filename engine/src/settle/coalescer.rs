@@ -117,10 +117,18 @@ impl<T> Coalescer<T> {
     /// The batch calls take `rtt` to be answered: allow as many in flight as that round trip
     /// needs for [`CALLS_PER_ROUND_TRIP_SECOND`], at least [`MIN_CALLS_IN_FLIGHT`], at most
     /// the configured cap. On a short round trip, batches then wait for a slot and go out
-    /// full; on a long one, enough of them are in flight.
-    pub(crate) fn round_trip(&mut self, rtt: Duration) {
+    /// full; on a long one, enough of them are in flight. While the calls `queueing` at the
+    /// server made the round trip long (a server short of CPU), the allowance does not grow:
+    /// more calls in flight would only wait longer there, and the backlog they let through
+    /// would hold more messages.
+    pub(crate) fn round_trip(&mut self, rtt: Duration, queueing: bool) {
         let needed = (rtt.as_secs_f64() * CALLS_PER_ROUND_TRIP_SECOND).ceil() as usize;
-        self.allowed = needed.max(MIN_CALLS_IN_FLIGHT).min(self.max_in_flight);
+        let needed = needed.max(MIN_CALLS_IN_FLIGHT).min(self.max_in_flight);
+        self.allowed = if queueing {
+            needed.min(self.allowed)
+        } else {
+            needed
+        };
         for lane in &mut self.lanes {
             lane.set_max_in_flight(self.allowed);
         }
@@ -227,19 +235,36 @@ mod tests {
     fn calls_allowed_in_flight_follow_the_round_trip_within_the_cap() {
         let mut c = coalescer(128);
         assert_eq!(c.allowed(), 16, "before any answer");
-        c.round_trip(Duration::from_millis(1));
+        c.round_trip(Duration::from_millis(1), false);
         assert_eq!(
             c.allowed(),
             16,
             "a short round trip keeps batches waiting for full ones"
         );
-        c.round_trip(Duration::from_millis(10));
+        c.round_trip(Duration::from_millis(10), false);
         assert_eq!(c.allowed(), 60);
-        c.round_trip(Duration::from_millis(50));
+        c.round_trip(Duration::from_millis(50), false);
         assert_eq!(c.allowed(), 128, "the cap");
         let mut small = coalescer(4);
-        small.round_trip(Duration::from_millis(50));
+        small.round_trip(Duration::from_millis(50), false);
         assert_eq!(small.allowed(), 4, "a cap below the floor");
+    }
+
+    #[test]
+    fn a_round_trip_made_long_by_queueing_at_the_server_allows_no_more_calls() {
+        let mut c = coalescer(128);
+        c.round_trip(Duration::from_millis(10), false);
+        assert_eq!(c.allowed(), 60);
+        c.round_trip(Duration::from_millis(40), true);
+        assert_eq!(c.allowed(), 60, "queueing: no more than before");
+        c.round_trip(Duration::from_millis(5), true);
+        assert_eq!(c.allowed(), 30, "a shorter round trip still allows fewer");
+        c.round_trip(Duration::from_millis(40), false);
+        assert_eq!(
+            c.allowed(),
+            128,
+            "the network's round trip: as many as it needs"
+        );
     }
 
     #[test]

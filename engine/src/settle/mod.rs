@@ -14,6 +14,7 @@ pub(crate) mod visibility;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
@@ -30,7 +31,7 @@ use crate::lane::Lane;
 use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
 use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
-use crate::round_trip::RoundTrip;
+use crate::round_trip::{LoadedRoundTrip, RoundTrip};
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
 use heartbeat::HeartbeatConfig;
@@ -70,7 +71,13 @@ pub(crate) struct Settler {
     api: Arc<dyn SqsApi>,
     backoff: Backoff,
     metrics: Arc<QueueMetrics>,
+    /// The queue's round trip, which the batch calls feed too (see [`RoundTrip`]).
     round_trip: Arc<RoundTrip>,
+    /// The batch calls' own round trip, now and unloaded: how many of them are worth having
+    /// in flight.
+    calls_round_trip: LoadedRoundTrip,
+    /// Batch calls in flight, both lanes.
+    calls_in_flight: AtomicUsize,
     state: Mutex<SettleState<Completion>>,
     wake: Notify,
     /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
@@ -103,6 +110,8 @@ impl Settler {
             backoff: config.backoff,
             metrics: config.metrics,
             round_trip: config.round_trip,
+            calls_round_trip: LoadedRoundTrip::default(),
+            calls_in_flight: AtomicUsize::new(0),
             state: Mutex::new(SettleState::new(
                 config.coalescer,
                 config.heartbeat,
@@ -488,7 +497,10 @@ impl BatchCall for SettleCall<'_> {
     fn called(&self, ok: bool, _entries: usize, sent_at: Instant) {
         self.settler.metrics.call(self.action, ok);
         if ok {
-            self.settler.round_trip.sample(sent_at.elapsed());
+            let took = sent_at.elapsed();
+            self.settler.round_trip.sample(took);
+            let in_flight = self.settler.calls_in_flight.load(Ordering::Relaxed);
+            self.settler.calls_round_trip.sample(took, in_flight);
         }
     }
 
@@ -538,6 +550,7 @@ struct CallInFlight {
 impl CallInFlight {
     fn new(settler: &Arc<Settler>, lane: Lane, receipts: Vec<Arc<str>>) -> Self {
         settler.metrics.batches_in_flight(lane, 1.0);
+        settler.calls_in_flight.fetch_add(1, Ordering::Relaxed);
         Self {
             settler: Arc::clone(settler),
             lane,
@@ -549,9 +562,11 @@ impl CallInFlight {
 impl Drop for CallInFlight {
     fn drop(&mut self) {
         self.settler.metrics.batches_in_flight(self.lane, -1.0);
+        self.settler.calls_in_flight.fetch_sub(1, Ordering::Relaxed);
+        let calls = &self.settler.calls_round_trip;
         let mut state = self.settler.lock();
-        if let Some(rtt) = self.settler.round_trip.get() {
-            state.round_trip(rtt);
+        if let Some(rtt) = calls.now() {
+            state.round_trip(rtt, calls.queueing());
         }
         state.finish(self.lane, &self.receipts);
         drop(state);

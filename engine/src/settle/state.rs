@@ -206,9 +206,10 @@ impl<S> SettleState<S> {
         self.coalescer.is_backlogged()
     }
 
-    /// The batch calls take `rtt` to be answered: see [`Coalescer::round_trip`].
-    pub(crate) fn round_trip(&mut self, rtt: Duration) {
-        self.coalescer.round_trip(rtt);
+    /// The batch calls take `rtt` to be answered, `queueing` at the server or not: see
+    /// [`Coalescer::round_trip`].
+    pub(crate) fn round_trip(&mut self, rtt: Duration, queueing: bool) {
+        self.coalescer.round_trip(rtt, queueing);
     }
 
     /// A call of `lane` with these receipt handles was answered (or failed for good).
@@ -595,7 +596,7 @@ mod tests {
             .expect("open");
         }
         assert!(s.is_backlogged());
-        s.round_trip(Duration::from_millis(50));
+        s.round_trip(Duration::from_millis(50), false);
         assert!(!s.is_backlogged(), "128 calls of ten may be in flight");
     }
 
