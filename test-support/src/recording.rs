@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use sqs_engine::{
     AwsSqs, BoxFuture, CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry, SqsApi,
@@ -43,6 +44,8 @@ pub struct Recording {
     /// What was recorded so far.
     pub record: Arc<Mutex<Record>>,
     corrupt_body: Option<String>,
+    /// How long each `DeleteMessageBatch` waits before it goes to LocalStack.
+    delete_delay: Duration,
 }
 
 impl Recording {
@@ -53,7 +56,16 @@ impl Recording {
             inner: AwsSqs::from_sdk_config(&sdk_config().await),
             record: Arc::default(),
             corrupt_body: corrupt_body.map(str::to_owned),
+            delete_delay: Duration::ZERO,
         }
+    }
+
+    /// The same, with every `DeleteMessageBatch` held back `delay` before it goes out: the
+    /// delete lane stays busy that long, so settlements made meanwhile wait to share a call.
+    #[must_use]
+    pub fn with_delete_delay(mut self, delay: Duration) -> Self {
+        self.delete_delay = delay;
+        self
     }
 
     /// The batch calls so far.
@@ -107,6 +119,7 @@ impl SqsDecorator for Recording {
         receipt_handles: &'a [&'a str],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
         Box::pin(async move {
+            tokio::time::sleep(self.delete_delay).await;
             let result = self
                 .inner
                 .delete_message_batch(queue_url, receipt_handles)
