@@ -10,7 +10,8 @@ use super::errors::{invalid, not_found};
 use super::in_process::SentMessage;
 use super::journal::{Applied, Change};
 use super::model::rules::{
-    MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_fifo_ids, valid_queue_name, valid_text,
+    MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_body, check_fifo_ids, valid_queue_name,
+    valid_text,
 };
 use super::observer::Observer;
 use super::queue::{Queue, Redrive, Stored};
@@ -71,18 +72,7 @@ impl State {
         let Some(queue) = self.queues.get_mut(name) else {
             return Err(not_found(name));
         };
-        if entry.body.is_empty() {
-            return Err(invalid(
-                "InvalidParameterValue",
-                "the message body is empty",
-            ));
-        }
-        if !valid_text(&entry.body) {
-            return Err(invalid(
-                "InvalidMessageContents",
-                "the message body holds characters SQS does not take",
-            ));
-        }
+        check_body(&entry.body)?;
         if entry.attributes.len() > MAX_MESSAGE_ATTRIBUTES {
             return Err(invalid(
                 "InvalidParameterValue",

@@ -183,7 +183,12 @@ async fn a_spent_message_moves_to_the_dead_letter_queue_and_bad_input_is_refused
         "the move is in the dead-letter queue's log"
     );
 
-    assert!(sqs.send("orders", "").is_err(), "an empty body");
+    let empty = sqs.send("orders", "").expect_err("an empty body");
+    assert_eq!(
+        empty.code.as_deref(),
+        Some("MissingParameter"),
+        "as LocalStack answers"
+    );
     assert!(
         sqs.send("orders", "\u{1}").is_err(),
         "a character SQS refuses"

@@ -463,7 +463,8 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// `InvalidMessageContents` for an empty body or one with characters SQS refuses;
+    /// `MissingParameter` for an empty body; `InvalidMessageContents` for one with characters
+    /// SQS refuses;
     /// `InvalidParameterValue` for a bad delay, bad attributes, or a message larger than
     /// the queue's `MaximumMessageSize`.
     pub(crate) fn prepare(&self, message: NewMessage) -> Result<Prepared, SqsError> {

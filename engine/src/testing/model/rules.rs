@@ -71,12 +71,13 @@ fn in_range(name: &str, seconds: i64, max: u32) -> Result<Duration, ModelError> 
 ///
 /// # Errors
 ///
-/// `InvalidMessageContents` for an empty body or one with characters SQS refuses.
+/// `MissingParameter` for an empty body (an empty `MessageBody` is no body, as SQS and
+/// LocalStack answer); `InvalidMessageContents` for one with characters SQS refuses.
 pub fn check_body(body: &str) -> Result<(), ModelError> {
     if body.is_empty() {
         return Err(ModelError::new(
-            ErrorKind::InvalidMessageContents,
-            "the message body must not be empty",
+            ErrorKind::MissingParameter,
+            "the request must contain the parameter MessageBody",
         ));
     }
     if !valid_text(body) {
