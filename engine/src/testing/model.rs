@@ -10,7 +10,10 @@ mod dedup;
 mod error;
 mod messages;
 pub mod rules;
+mod seq_map;
+#[cfg(test)]
+mod tests;
 
 pub use dedup::Deduplication;
 pub use error::{ErrorKind, ModelError};
-pub use messages::{Counts, Messages, Received};
+pub use messages::{Counts, Message, Messages, Received, Redriven, Standing};

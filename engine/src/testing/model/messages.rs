@@ -1,55 +1,39 @@
 //! The messages of one queue and where each stands, indexed so that no call scans the queue.
 //!
-//! Each message is in one of three states: visible (its sequence number waits in a FIFO of
-//! visible messages), in flight after a receive, or delayed after a send with a delay. The last
-//! two have a deadline, kept in an ordered set of `(deadline, sequence number)`; a message
-//! whose deadline has passed is moved back to the visible FIFO by the next call on the queue
+//! Each message is in one of three states: visible (its sequence number is in an ordered set
+//! of visible messages), in flight after a receive, or delayed after a send with a delay. The
+//! last two have a deadline, kept in an ordered set of `(deadline, sequence number)`; a
+//! message whose deadline has passed is made visible again by the next call on the queue
 //! ([`Messages::release_due`]), so no background task is needed, and a long poll sleeps until
-//! the earliest deadline at most. A receive therefore costs O(messages received + deadlines
-//! passed), never a scan of the queue. A message deleted while visible leaves its number in the
-//! FIFO; the number is skipped when it comes up.
+//! the earliest deadline at most. A receive therefore costs O(log n) per message received or
+//! deadline passed, never a scan of the queue.
+//!
+//! A standard queue hands out its visible messages oldest (first sent) first, a message made
+//! visible again included: SQS documents best-effort ordering for standard queues, messages
+//! "generally delivered in the same order as they're sent".
 //!
 //! On a FIFO queue the messages are kept by group as well: a receive hands out a group's
-//! messages in send order, never one while an earlier message of its group is in flight, and
-//! may hand out several consecutive messages of one group; it walks the groups whose oldest
-//! message is oldest first (O(groups) per receive). Standard queues never touch this state.
+//! messages in send order, none while a message of its group is in flight, and as many
+//! consecutive messages of one group as it can before the next group's (SQS "first attempts
+//! to return as many messages with the same message group ID as possible"); it walks the
+//! groups whose oldest message is oldest first (O(groups) per receive). Standard queues never
+//! touch this state.
+//!
+//! With a redrive policy ([`Messages::set_max_receive_count`]), a receive that comes upon a
+//! message already received `maxReceiveCount` times moves it out instead of handing it out, as
+//! SQS moves it to the dead-letter queue; the front takes the moved messages with
+//! [`Messages::take_redriven`] and stores them in the dead-letter queue
+//! ([`Messages::store_redriven`]).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::error::{ErrorKind, ModelError};
-
-/// Hashes message sequence numbers with one multiplication (Fibonacci hashing), which spreads
-/// consecutive numbers over the whole hash. Sequence numbers are the model's own, so no
-/// protection against chosen keys is needed.
-#[derive(Debug, Default, Clone, Copy)]
-struct SeqHasher(u64);
-
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(FIBONACCI);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(FIBONACCI);
-    }
-}
-
-/// 2^64 divided by the golden ratio, odd.
-const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// A map keyed by message sequence number.
-type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
+use super::seq_map::SeqMap;
+use crate::limits::MAX_VISIBILITY;
 
 /// One message group of a FIFO queue.
 #[derive(Debug, Default)]
@@ -63,12 +47,24 @@ struct Group {
 /// Where a stored message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Visibility {
-    /// Receivable; its number is in the visible FIFO (or its group's pending ones).
+    /// Receivable; its number is in the visible set (or its group's pending ones).
     Visible,
     /// Received, invisible until the deadline.
     InFlight(Instant),
     /// Sent with a delay, invisible until the deadline.
     Delayed(Instant),
+}
+
+/// Where a message stands, as a front sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Standing {
+    /// Receivable (on a FIFO queue, possibly held behind its group).
+    Visible,
+    /// Received, and neither deleted nor visible again.
+    InFlight,
+    /// Sent with a delay that has not passed.
+    Delayed,
 }
 
 /// A stored message.
@@ -82,6 +78,9 @@ struct Stored<M> {
     receive_count: u32,
     /// When it was first received, in epoch milliseconds.
     first_receive_millis: Option<u64>,
+    /// When its latest receive was: a visibility change may not hide it past
+    /// [`MAX_VISIBILITY`] from then.
+    received_at: Option<Instant>,
     /// Where it stands.
     visibility: Visibility,
 }
@@ -112,6 +111,46 @@ pub struct Received<M> {
     pub first_receive_millis: u64,
 }
 
+/// A stored message as a front looks at it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Message<'a, M> {
+    /// Its sequence number in its queue.
+    pub seq: u64,
+    /// What the front keeps of it.
+    pub data: &'a M,
+    /// How many times it was received: with `seq`, what names its latest receive.
+    pub receive_count: u32,
+    /// Where it stands, as of the last call that released what was due.
+    pub standing: Standing,
+}
+
+/// A message a receive moved out of its queue by the redrive policy, for the front to store
+/// in the dead-letter queue.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Redriven<M> {
+    /// What the front keeps of it.
+    pub data: M,
+    /// Its group, on a FIFO queue.
+    pub group: Option<Arc<str>>,
+    /// How many times it was received: SQS keeps the count when it moves a message.
+    pub receive_count: u32,
+    /// When it was first received, in epoch milliseconds.
+    pub first_receive_millis: Option<u64>,
+}
+
+/// What a receive did with one message it came upon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Handed it out.
+    HandedOut,
+    /// Moved it out by the redrive policy.
+    Redriven,
+    /// Left it: it is not visible.
+    Held,
+}
+
 /// The messages of one queue; `M` is what a front keeps of each (body, attributes, digests).
 #[derive(Debug)]
 pub struct Messages<M> {
@@ -119,15 +158,18 @@ pub struct Messages<M> {
     next_seq: u64,
     /// The messages, by sequence number.
     messages: SeqMap<Stored<M>>,
-    /// Sequence numbers of visible messages of a standard queue, oldest first; may hold
-    /// numbers of messages deleted since, which are skipped.
-    visible: VecDeque<u64>,
+    /// Sequence numbers of the visible messages of a standard queue.
+    visible: BTreeSet<u64>,
     /// Deadlines of in-flight and delayed messages.
     deadlines: BTreeSet<(Instant, u64)>,
     /// How many messages stand where.
     counts: Counts,
     /// A FIFO queue's groups, by id; `None` on a standard queue.
     groups: Option<HashMap<Arc<str>, Group>>,
+    /// The redrive policy's `maxReceiveCount`, when there is one.
+    max_receive_count: Option<u32>,
+    /// Messages receives moved out by the redrive policy, until the front takes them.
+    redriven: Vec<Redriven<M>>,
 }
 
 impl<M: Clone> Messages<M> {
@@ -136,10 +178,12 @@ impl<M: Clone> Messages<M> {
         Self {
             next_seq: 0,
             messages: SeqMap::default(),
-            visible: VecDeque::new(),
+            visible: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             counts: Counts::default(),
             groups: fifo.then(HashMap::new),
+            max_receive_count: None,
+            redriven: Vec::new(),
         }
     }
 
@@ -159,6 +203,12 @@ impl<M: Clone> Messages<M> {
         self.deadlines.first().map(|(deadline, _)| *deadline)
     }
 
+    /// Sets the redrive policy's `maxReceiveCount` (`None`: no policy): from now on a receive
+    /// moves out a message received that many times instead of handing it out.
+    pub fn set_max_receive_count(&mut self, max_receive_count: Option<u32>) {
+        self.max_receive_count = max_receive_count;
+    }
+
     /// Stores a message sent `now` with `delay` (on a FIFO queue, in `group`; the empty group
     /// when none); its sequence number.
     pub fn store(
@@ -168,11 +218,31 @@ impl<M: Clone> Messages<M> {
         now: Instant,
         delay: Duration,
     ) -> u64 {
+        self.insert(
+            Redriven {
+                data,
+                group,
+                receive_count: 0,
+                first_receive_millis: None,
+            },
+            now,
+            delay,
+        )
+    }
+
+    /// Stores, visible at once, a message another queue's receive moved out by its redrive
+    /// policy, with the receive count it had there; its sequence number.
+    pub fn store_redriven(&mut self, redriven: Redriven<M>, now: Instant) -> u64 {
+        self.insert(redriven, now, Duration::ZERO)
+    }
+
+    /// Stores a message, visible after `delay`.
+    fn insert(&mut self, message: Redriven<M>, now: Instant, delay: Duration) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         let group = match self.groups.as_mut() {
             Some(groups) => {
-                let group = group.unwrap_or_else(|| Arc::from(""));
+                let group = message.group.unwrap_or_else(|| Arc::from(""));
                 groups
                     .entry(Arc::clone(&group))
                     .or_default()
@@ -184,7 +254,7 @@ impl<M: Clone> Messages<M> {
         };
         let visibility = if delay.is_zero() {
             if self.groups.is_none() {
-                self.visible.push_back(seq);
+                self.visible.insert(seq);
             }
             self.counts.visible += 1;
             Visibility::Visible
@@ -197,10 +267,11 @@ impl<M: Clone> Messages<M> {
         self.messages.insert(
             seq,
             Stored {
-                data,
+                data: message.data,
                 group,
-                receive_count: 0,
-                first_receive_millis: None,
+                receive_count: message.receive_count,
+                first_receive_millis: message.first_receive_millis,
+                received_at: None,
                 visibility,
             },
         );
@@ -208,7 +279,8 @@ impl<M: Clone> Messages<M> {
     }
 
     /// Receives visible messages into `out` until it holds `max`, each made invisible until
-    /// `deadline`; `now_millis` is the wall-clock time of a first receive.
+    /// `deadline`; `now_millis` is the wall-clock time of a first receive. A message the
+    /// redrive policy moves out instead waits for [`take_redriven`](Self::take_redriven).
     pub fn receive(
         &mut self,
         now: Instant,
@@ -219,14 +291,17 @@ impl<M: Clone> Messages<M> {
     ) {
         self.release_due(now);
         if self.groups.is_some() {
-            self.receive_fifo(deadline, now_millis, max, out);
+            self.receive_fifo(now, deadline, now_millis, max, out);
             return;
         }
         while out.len() < max {
-            let Some(seq) = self.visible.pop_front() else {
+            let Some(seq) = self.visible.first().copied() else {
                 break;
             };
-            self.hand_out(seq, deadline, now_millis, out);
+            if self.hand_out(seq, now, deadline, now_millis, out) == Outcome::Held {
+                // Not visible after all: the index is out of step; drop the number.
+                self.visible.remove(&seq);
+            }
         }
     }
 
@@ -234,6 +309,7 @@ impl<M: Clone> Messages<M> {
     /// first, each handing out its consecutive visible messages from the oldest.
     fn receive_fifo(
         &mut self,
+        now: Instant,
         deadline: Instant,
         now_millis: u64,
         max: usize,
@@ -249,12 +325,10 @@ impl<M: Clone> Messages<M> {
             .collect();
         ready.sort_unstable_by_key(|(head, _)| *head);
         for (_, name) in ready {
-            let pending: Vec<u64> = match self.groups.as_ref().and_then(|g| g.get(&name)) {
-                Some(group) => group.pending.iter().copied().collect(),
-                None => continue,
-            };
-            for seq in pending {
-                if out.len() >= max || !self.hand_out(seq, deadline, now_millis, out) {
+            for seq in self.group_pending(&name) {
+                if out.len() >= max
+                    || self.hand_out(seq, now, deadline, now_millis, out) == Outcome::Held
+                {
                     break;
                 }
             }
@@ -264,23 +338,48 @@ impl<M: Clone> Messages<M> {
         }
     }
 
-    /// Hands out message `seq` into `out` when it is visible, in flight until `deadline`;
-    /// whether it was.
+    /// The pending messages of group `name`, in send order.
+    fn group_pending(&self, name: &str) -> Vec<u64> {
+        self.groups
+            .as_ref()
+            .and_then(|groups| groups.get(name))
+            .map(|group| group.pending.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Hands out message `seq` into `out` when it is visible, in flight until `deadline`, or
+    /// moves it out when it spent its receives.
     fn hand_out(
         &mut self,
         seq: u64,
+        now: Instant,
         deadline: Instant,
         now_millis: u64,
         out: &mut Vec<Received<M>>,
-    ) -> bool {
+    ) -> Outcome {
         let Some(stored) = self.messages.get_mut(&seq) else {
-            return false;
+            return Outcome::Held;
         };
         if stored.visibility != Visibility::Visible {
-            return false;
+            return Outcome::Held;
+        }
+        if self
+            .max_receive_count
+            .is_some_and(|max| stored.receive_count >= max)
+        {
+            if let Some(stored) = self.remove(seq) {
+                self.redriven.push(Redriven {
+                    data: stored.data,
+                    group: stored.group,
+                    receive_count: stored.receive_count,
+                    first_receive_millis: stored.first_receive_millis,
+                });
+            }
+            return Outcome::Redriven;
         }
         stored.receive_count = stored.receive_count.saturating_add(1);
         let first_receive_millis = *stored.first_receive_millis.get_or_insert(now_millis);
+        stored.received_at = Some(now);
         stored.visibility = Visibility::InFlight(deadline);
         out.push(Received {
             data: stored.data.clone(),
@@ -293,10 +392,17 @@ impl<M: Clone> Messages<M> {
         {
             group.in_flight += 1;
         }
+        self.visible.remove(&seq);
         self.deadlines.insert((deadline, seq));
         self.counts.visible -= 1;
         self.counts.in_flight += 1;
-        true
+        Outcome::HandedOut
+    }
+
+    /// The messages receives moved out by the redrive policy since the last call, oldest
+    /// first, for the front to store in the dead-letter queue.
+    pub fn take_redriven(&mut self) -> Vec<Redriven<M>> {
+        std::mem::take(&mut self.redriven)
     }
 
     /// Makes visible every in-flight or delayed message whose deadline is not after `now`.
@@ -323,9 +429,56 @@ impl<M: Clone> Messages<M> {
             }
             stored.visibility = Visibility::Visible;
             if self.groups.is_none() {
-                self.visible.push_back(seq);
+                self.visible.insert(seq);
             }
             self.counts.visible += 1;
+        }
+    }
+
+    /// Message `seq`, when the queue holds it.
+    pub fn get(&self, seq: u64) -> Option<Message<'_, M>> {
+        self.messages.get(&seq).map(|stored| view(seq, stored))
+    }
+
+    /// What the front keeps of message `seq`, to change, when the queue holds it.
+    pub fn get_mut(&mut self, seq: u64) -> Option<&mut M> {
+        self.messages.get_mut(&seq).map(|stored| &mut stored.data)
+    }
+
+    /// Every message the queue holds, in no particular order (for inspection: it visits the
+    /// whole queue).
+    pub fn iter(&self) -> impl Iterator<Item = Message<'_, M>> {
+        self.messages.iter().map(|(seq, stored)| view(*seq, stored))
+    }
+
+    /// What the front keeps of every message, to change, in no particular order (it visits
+    /// the whole queue).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut M> {
+        self.messages.values_mut().map(|stored| &mut stored.data)
+    }
+
+    /// Calls `f` with each message a receive could hand out now, as of the last call that
+    /// released what was due: every visible message of a standard queue; on a FIFO queue the
+    /// consecutive visible messages from the oldest of each group with none in flight. Costs
+    /// O(messages visited), plus O(groups) on a FIFO queue.
+    pub fn for_each_receivable(&mut self, mut f: impl FnMut(u64, &mut M)) {
+        let Some(groups) = self.groups.as_ref() else {
+            for seq in &self.visible {
+                if let Some(stored) = self.messages.get_mut(seq) {
+                    f(*seq, &mut stored.data);
+                }
+            }
+            return;
+        };
+        for group in groups.values().filter(|group| group.in_flight == 0) {
+            for seq in &group.pending {
+                match self.messages.get_mut(seq) {
+                    Some(stored) if stored.visibility == Visibility::Visible => {
+                        f(*seq, &mut stored.data);
+                    }
+                    _ => break,
+                }
+            }
         }
     }
 
@@ -334,9 +487,20 @@ impl<M: Clone> Messages<M> {
     /// gone), which deletes nothing.
     pub fn delete(&mut self, seq: u64, receive_count: u32) -> Option<M> {
         match self.messages.get(&seq) {
-            Some(stored) if stored.receive_count == receive_count => self.remove(seq),
+            Some(stored) if stored.receive_count == receive_count && receive_count > 0 => {
+                self.remove(seq).map(|stored| stored.data)
+            }
             _ => None,
         }
+    }
+
+    /// Whether `receive_count` names the latest receive of message `seq` and the message is
+    /// still in flight from it, as of the last call that released what was due.
+    pub fn in_flight(&self, seq: u64, receive_count: u32) -> bool {
+        self.messages.get(&seq).is_some_and(|stored| {
+            stored.receive_count == receive_count
+                && matches!(stored.visibility, Visibility::InFlight(_))
+        })
     }
 
     /// Makes message `seq` (its receive `receive_count`, the latest) visible `timeout` after
@@ -345,7 +509,8 @@ impl<M: Clone> Messages<M> {
     /// # Errors
     ///
     /// `ReceiptHandleIsInvalid` for a stale receive; `MessageNotInflight` when the message is
-    /// visible again.
+    /// visible again; `InvalidParameterValue` when the message would stay hidden past
+    /// [`MAX_VISIBILITY`] (12 hours) from that receive, which SQS refuses.
     pub fn change_visibility(
         &mut self,
         seq: u64,
@@ -355,7 +520,7 @@ impl<M: Clone> Messages<M> {
     ) -> Result<bool, ModelError> {
         self.release_due(now);
         let stored = match self.messages.get_mut(&seq) {
-            Some(stored) if stored.receive_count == receive_count => stored,
+            Some(stored) if stored.receive_count == receive_count && receive_count > 0 => stored,
             _ => {
                 return Err(ModelError::new(
                     ErrorKind::ReceiptHandleIsInvalid,
@@ -364,13 +529,24 @@ impl<M: Clone> Messages<M> {
                 ));
             }
         };
-        let Visibility::InFlight(old) = stored.visibility else {
+        let (Visibility::InFlight(old), Some(received_at)) =
+            (stored.visibility, stored.received_at)
+        else {
             return Err(ModelError::new(
                 ErrorKind::MessageNotInflight,
                 "the message is not in flight",
             ));
         };
         let deadline = now + timeout;
+        if timeout > MAX_VISIBILITY || deadline > received_at + MAX_VISIBILITY {
+            return Err(ModelError::new(
+                ErrorKind::InvalidParameterValue,
+                format!(
+                    "a visibility timeout of {} s ends more than 12 hours after the receive",
+                    timeout.as_secs()
+                ),
+            ));
+        }
         stored.visibility = Visibility::InFlight(deadline);
         self.deadlines.remove(&(old, seq));
         self.deadlines.insert((deadline, seq));
@@ -380,7 +556,7 @@ impl<M: Clone> Messages<M> {
     /// Deletes every message.
     pub fn purge(&mut self) {
         self.messages = SeqMap::default();
-        self.visible = VecDeque::new();
+        self.visible.clear();
         self.deadlines.clear();
         self.counts = Counts::default();
         if let Some(groups) = self.groups.as_mut() {
@@ -388,8 +564,8 @@ impl<M: Clone> Messages<M> {
         }
     }
 
-    /// Removes message `seq`, wherever it stands; what the front kept of it.
-    fn remove(&mut self, seq: u64) -> Option<M> {
+    /// Removes message `seq`, wherever it stands.
+    fn remove(&mut self, seq: u64) -> Option<Stored<M>> {
         let stored = self.messages.remove(&seq)?;
         if let (Some(groups), Some(name)) = (self.groups.as_mut(), &stored.group)
             && let Some(group) = groups.get_mut(name)
@@ -405,8 +581,10 @@ impl<M: Clone> Messages<M> {
             }
         }
         match stored.visibility {
-            // Its number stays in the visible FIFO, to be skipped.
-            Visibility::Visible => self.counts.visible -= 1,
+            Visibility::Visible => {
+                self.visible.remove(&seq);
+                self.counts.visible -= 1;
+            }
             Visibility::InFlight(deadline) => {
                 self.deadlines.remove(&(deadline, seq));
                 self.counts.in_flight -= 1;
@@ -416,32 +594,30 @@ impl<M: Clone> Messages<M> {
                 self.counts.delayed -= 1;
             }
         }
-        self.compact();
-        Some(stored.data)
-    }
-
-    /// Gives back the memory of a large backlog once it is consumed, and keeps the visible
-    /// FIFO from filling up with numbers of messages deleted while visible.
-    fn compact(&mut self) {
         if self.messages.is_empty() && self.messages.capacity() > 4096 {
+            // Gives back the memory of a large backlog once it is consumed.
             self.messages.shrink_to_fit();
-            self.visible.clear();
-            self.visible.shrink_to_fit();
-            return;
         }
-        if self.visible.len() > 64 && self.visible.len() > 2 * self.counts.visible {
-            let messages = &self.messages;
-            self.visible.retain(|seq| {
-                messages
-                    .get(seq)
-                    .is_some_and(|stored| stored.visibility == Visibility::Visible)
-            });
-        }
+        Some(stored)
     }
 
-    /// How many numbers the visible FIFO holds, skipped ones included (for tests of its
-    /// compaction).
-    pub fn visible_fifo_len(&self) -> usize {
+    /// How many sequence numbers the visible index of a standard queue holds (for tests that
+    /// it holds only visible messages).
+    pub fn visible_index_len(&self) -> usize {
         self.visible.len()
+    }
+}
+
+/// `stored`, message `seq`, as a front looks at it.
+fn view<M>(seq: u64, stored: &Stored<M>) -> Message<'_, M> {
+    Message {
+        seq,
+        data: &stored.data,
+        receive_count: stored.receive_count,
+        standing: match stored.visibility {
+            Visibility::Visible => Standing::Visible,
+            Visibility::InFlight(_) => Standing::InFlight,
+            Visibility::Delayed(_) => Standing::Delayed,
+        },
     }
 }
