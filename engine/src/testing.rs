@@ -6,7 +6,9 @@
 //! `retry_after(60 s)` comes back after `tokio::time::advance(60 s)`, with no real waiting.
 //!
 //! It is a test double. It models what the engine relies on, and refuses what SQS refuses
-//! there; correctness claims about SQS itself are proven against LocalStack.
+//! there; correctness claims about SQS itself are proven against LocalStack. Its messages are
+//! kept in the crate's one SQS model ([`model::Messages`]), which the load test's embedded
+//! server runs on too.
 //!
 //! What it models:
 //!
@@ -19,7 +21,8 @@
 //! - Receive: at most ten messages, each with a fresh receipt handle, its
 //!   `ApproximateReceiveCount`, `SentTimestamp`, and on FIFO queues `MessageGroupId`. A FIFO
 //!   group with a message in flight hands out nothing more until that message is deleted or
-//!   visible again.
+//!   visible again; a FIFO receive hands out as many consecutive messages of one group as it
+//!   can before the next group's, the group with the oldest message first, as SQS documents.
 //! - Visibility on tokio's clock: a received message is invisible until deleted, changed, or
 //!   its timeout lapses; a change is refused past twelve hours from the receive, and for a
 //!   message no longer in flight. Only the newest receipt handle of a message deletes it: an
@@ -28,8 +31,7 @@
 //!   published to it, body and attributes as published (raw delivery), at once; see
 //!   [`InProcessSqs::subscribe_to_topic`].
 //! - The redrive policy: a message received `maxReceiveCount` times moves to the dead-letter
-//!   queue when it is visible again, rather than on the next receive as SQS does it; nothing
-//!   can tell the two apart from outside.
+//!   queue, with its receive count, when a receive comes upon it again, as SQS does it.
 //!
 //! - A journal, when made with [`InProcessSqs::journaled`]: every change it applied (a send, a
 //!   receive, a delete, a visibility change, a move to the dead-letter queue), in order and with
@@ -40,7 +42,8 @@
 //! message is there, however long that takes (on a paused clock, a timer would move the clock
 //! forward whenever the test idles). Throttling, outages, message retention and the
 //! distributed "approximate" nature of standard queues (duplicates, reordering) are not
-//! modelled: this double keeps the order messages were sent in. The fault-injection suite runs
+//! modelled: a standard queue hands out its visible messages in the order they were sent, one
+//! visible again after a receive included (SQS's "best-effort ordering"). The fault-injection suite runs
 //! against LocalStack for those.
 mod adapter;
 mod defect;
@@ -54,6 +57,7 @@ pub mod model;
 mod observer;
 mod operations;
 mod queue;
+mod receipt;
 #[cfg(feature = "sns")]
 mod sns;
 mod store;

@@ -17,7 +17,7 @@ impl InProcessSqs {
         let mut state = self.shared.lock();
         state.owed.clear();
         for queue in state.queues.values_mut() {
-            for message in &mut queue.messages {
+            for message in queue.messages.iter_mut() {
                 message.counted = false;
             }
         }
@@ -138,7 +138,7 @@ impl Drop for Watch {
         if !queue.watchers.is_empty() {
             return;
         }
-        for message in &mut queue.messages {
+        for message in queue.messages.iter_mut() {
             if message.counted {
                 message.counted = false;
                 if let Some(observer) = &observer {

@@ -9,6 +9,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::journal::Applied;
+use super::model::{Message, Standing};
+use super::queue::Entry;
+use super::receipt::Receipt;
 use super::store::State;
 use crate::api::{CallError, SendEntry};
 use crate::attribute::MessageAttribute;
@@ -119,16 +122,27 @@ impl InProcessSqs {
     /// The receipt handles of the messages of `queue` (a name or URL) in flight now: received,
     /// not deleted, and still hidden by that receive (the newest handle of each).
     pub fn in_flight_receipts(&self, queue: &str) -> Vec<String> {
-        let now = Instant::now();
-        let state = self.shared.lock();
-        let Some(queue) = state.queues.get(last_segment(queue)) else {
+        let mut state = self.shared.lock();
+        let Some(queue) = state.queues.get_mut(last_segment(queue)) else {
             return Vec::new();
         };
-        queue
+        queue.messages.release_due(Instant::now());
+        let mut in_flight: Vec<Message<'_, Entry>> = queue
             .messages
             .iter()
-            .filter(|message| message.in_flight(now))
-            .filter_map(|message| message.receipt.as_ref().map(|(receipt, _)| receipt.clone()))
+            .filter(|message| message.standing == Standing::InFlight)
+            .collect();
+        in_flight.sort_unstable_by_key(|message| message.seq);
+        in_flight
+            .into_iter()
+            .map(|message| {
+                Receipt {
+                    message_id: &message.data.id,
+                    seq: message.seq,
+                    receive_count: message.receive_count,
+                }
+                .to_string()
+            })
             .collect()
     }
 
@@ -181,22 +195,17 @@ impl InProcessSqs {
 
     /// The counts of `queue` (a name or URL); all zero for a queue that does not exist.
     pub fn counts(&self, queue: &str) -> QueueCounts {
-        let now = Instant::now();
-        let state = self.shared.lock();
-        let Some(queue) = state.queues.get(last_segment(queue)) else {
+        let mut state = self.shared.lock();
+        let Some(queue) = state.queues.get_mut(last_segment(queue)) else {
             return QueueCounts::default();
         };
-        let mut counts = QueueCounts::default();
-        for message in &queue.messages {
-            if message.in_flight(now) {
-                counts.in_flight += 1;
-            } else if message.visible_at > now {
-                counts.delayed += 1;
-            } else {
-                counts.visible += 1;
-            }
+        queue.messages.release_due(Instant::now());
+        let counts = queue.messages.counts();
+        QueueCounts {
+            visible: counts.visible,
+            in_flight: counts.in_flight,
+            delayed: counts.delayed,
         }
-        counts
     }
 
     /// Every message sent to `queue` (a name or URL), or moved to it as its dead-letter queue,
@@ -217,35 +226,36 @@ impl InProcessSqs {
             .lock()
             .queues
             .get(last_segment(queue))
-            .map(|queue| queue.messages.iter().map(|m| m.body.clone()).collect())
+            .map(|queue| {
+                let mut messages: Vec<Message<'_, Entry>> = queue.messages.iter().collect();
+                messages.sort_unstable_by_key(|message| message.seq);
+                messages
+                    .into_iter()
+                    .map(|message| message.data.body.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
-    /// Moves spent messages to their dead-letter queue, counts what became receivable on a
-    /// watched queue, and wakes the receivers.
+    /// Makes visible what is due, counts what became receivable on a watched queue, and wakes
+    /// the receivers.
     pub(super) fn refresh(&self, state: &mut State, name: &str) {
-        let now = Instant::now();
-        let moved = state.redrive_spent(name, now);
         let observer = state.observer.clone();
         let Some(queue) = state.queues.get_mut(name) else {
             return;
         };
-        let receivable = queue.receivable(now);
+        queue.messages.release_due(Instant::now());
         if let Some(observer) = &observer
             && !queue.watchers.is_empty()
         {
-            for position in &receivable {
-                let message = &mut queue.messages[*position];
+            queue.messages.for_each_receivable(|_, message| {
                 if !message.counted {
                     message.counted = true;
                     observer.enqueued();
                 }
-            }
+            });
         }
-        if let Some(dead_letter) = moved {
-            self.refresh(state, &dead_letter);
-        }
-        if !receivable.is_empty() {
+        if queue.messages.counts().visible > 0 {
             self.shared.arrived.notify_waiters();
         }
     }

@@ -9,13 +9,14 @@ use super::InProcessSqs;
 use super::errors::{entry_failure, invalid};
 use super::journal::Change;
 use super::model::rules::{ACCOUNT_ID, MAX_MESSAGE_BYTES};
+use super::model::{ErrorKind, ModelError};
+use super::receipt::Receipt;
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
-use crate::limits::MAX_VISIBILITY_SECS;
 
-fn millis(time: SystemTime) -> String {
+/// `time` in milliseconds since the epoch.
+fn millis(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-        .to_string()
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl InProcessSqs {
@@ -27,12 +28,7 @@ impl InProcessSqs {
     ) -> Vec<ReceivedMessage> {
         let now = Instant::now();
         let mut state = self.shared.lock();
-        let moved = state.redrive_spent(name, now);
-        if let Some(dead_letter) = moved {
-            self.refresh(&mut state, &dead_letter);
-        }
         let observer = state.observer.clone();
-        let next_receipt = state.next_id;
         let Some(queue) = state.queues.get_mut(name) else {
             return Vec::new();
         };
@@ -44,61 +40,66 @@ impl InProcessSqs {
         } else {
             request.visibility_timeout
         };
+        queue.messages.release_due(now);
         if queue.fifo
             && let Some(id) = request.attempt_id
             && let Some(again) = queue.attempt_again(id, now)
         {
             return again;
         }
-        let take: Vec<usize> = queue
-            .receivable(now)
-            .into_iter()
-            .take(usize::from(request.max_messages))
-            .collect();
+        let mut taken = Vec::with_capacity(usize::from(request.max_messages));
+        queue.messages.receive(
+            now,
+            now + Duration::from_secs(u64::from(visibility)),
+            millis(SystemTime::now()),
+            usize::from(request.max_messages),
+            &mut taken,
+        );
         let fifo = queue.fifo;
         let watched = !queue.watchers.is_empty();
         let mut owed = Vec::new();
         let mut notes = Vec::new();
-        let mut received = Vec::with_capacity(take.len());
-        for (n, position) in take.into_iter().enumerate() {
-            let message = &mut queue.messages[position];
-            message.receive_count += 1;
-            let first_receive = *message.first_receive.get_or_insert_with(SystemTime::now);
-            let receipt = format!(
-                "{}:{}:{}",
-                message.id,
-                message.receive_count,
-                next_receipt + n as u64
-            );
-            message.receipt = Some((receipt.clone(), now));
-            message.visible_at = now + Duration::from_secs(u64::from(visibility));
+        let mut received = Vec::with_capacity(taken.len());
+        for taken in taken {
+            let message = taken.data;
+            let receipt = Receipt {
+                message_id: &message.id,
+                seq: taken.seq,
+                receive_count: taken.receive_count,
+            }
+            .to_string();
             notes.push((
                 message.id.clone(),
                 Change::Received {
                     receipt_handle: receipt.clone(),
-                    receive_count: message.receive_count,
+                    receive_count: taken.receive_count,
                     visibility,
                 },
             ));
-            if let Some(observer) = &observer {
-                if !message.counted && watched {
+            if let Some(observer) = &observer
+                && let Some(stored) = queue.messages.get_mut(taken.seq)
+            {
+                if !stored.counted && watched {
                     observer.enqueued();
-                    message.counted = true;
+                    stored.counted = true;
                 }
-                if message.counted {
-                    message.counted = false;
-                    owed.push((message.id.clone(), message.receive_count));
+                if stored.counted {
+                    stored.counted = false;
+                    owed.push((message.id.clone(), taken.receive_count));
                 }
             }
             let mut attributes = HashMap::from([
                 (
                     "ApproximateReceiveCount".to_owned(),
-                    message.receive_count.to_string(),
+                    taken.receive_count.to_string(),
                 ),
-                ("SentTimestamp".to_owned(), millis(message.sent_at)),
+                (
+                    "SentTimestamp".to_owned(),
+                    millis(message.sent_at).to_string(),
+                ),
                 (
                     "ApproximateFirstReceiveTimestamp".to_owned(),
-                    millis(first_receive),
+                    taken.first_receive_millis.to_string(),
                 ),
                 ("SenderId".to_owned(), ACCOUNT_ID.to_owned()),
             ]);
@@ -112,11 +113,11 @@ impl InProcessSqs {
                 attributes.insert("SequenceNumber".to_owned(), message.sequence.to_string());
             }
             received.push(ReceivedMessage {
-                message_id: message.id.clone(),
+                message_id: message.id,
                 receipt_handle: receipt,
-                body: message.body.clone(),
+                body: message.body,
                 attributes,
-                message_attributes: message.attributes.iter().cloned().collect(),
+                message_attributes: message.attributes.into_iter().collect(),
             });
         }
         if fifo
@@ -127,7 +128,9 @@ impl InProcessSqs {
                 .attempts
                 .insert(id.to_owned(), (now, received.clone()));
         }
-        state.next_id += received.len() as u64;
+        if let Some(dead_letter) = state.dead_letter(name, now) {
+            self.refresh(&mut state, &dead_letter);
+        }
         state.owed.extend(owed);
         for (message_id, change) in notes {
             state.note(name, &message_id, change);
@@ -147,45 +150,34 @@ impl InProcessSqs {
         let mut results = Vec::with_capacity(handles.len());
         let mut notes = Vec::new();
         for handle in handles {
-            let (id, _) = handle.split_once(':').unwrap_or((handle, ""));
-            let position = queue.messages.iter().position(|m| m.id == id);
-            let deleted = |removed| {
-                (
-                    id.to_owned(),
-                    Change::Deleted {
-                        receipt_handle: (*handle).to_owned(),
-                        removed,
-                    },
-                )
-            };
-            let result = match position {
-                Some(position) => {
-                    let current = queue.messages[position]
-                        .receipt
-                        .as_ref()
-                        .is_some_and(|(receipt, _)| receipt == handle);
-                    notes.push(deleted(current));
-                    if current
-                        && let Some(message) = queue.messages.remove(position)
-                        && message.counted
-                        && let Some(observer) = &observer
-                    {
-                        observer.consumed();
-                    }
-                    // An older handle of a message received again: success, nothing deleted.
-                    EntryResult::Ok
-                }
-                // A message already deleted: SQS answers success again.
-                None if handle.contains(':') && id.starts_with("m-") => {
-                    notes.push(deleted(false));
-                    EntryResult::Ok
-                }
-                None => entry_failure(
+            let Some(receipt) = Receipt::parse(handle) else {
+                results.push(entry_failure(
                     "ReceiptHandleIsInvalid",
                     format!("the receipt handle {handle} is not valid"),
-                ),
+                ));
+                continue;
             };
-            results.push(result);
+            // An older handle of a message received again, or one of a message already
+            // deleted: SQS answers success, and nothing is deleted.
+            let removed = if queue.holds(&receipt) {
+                queue.messages.delete(receipt.seq, receipt.receive_count)
+            } else {
+                None
+            };
+            if let Some(message) = &removed
+                && message.counted
+                && let Some(observer) = &observer
+            {
+                observer.consumed();
+            }
+            notes.push((
+                receipt.message_id.to_owned(),
+                Change::Deleted {
+                    receipt_handle: (*handle).to_owned(),
+                    removed: removed.is_some(),
+                },
+            ));
+            results.push(EntryResult::Ok);
         }
         for (message_id, change) in notes {
             state.note(name, &message_id, change);
@@ -208,55 +200,35 @@ impl InProcessSqs {
         let mut wakes = Vec::new();
         let mut notes = Vec::new();
         for (handle, seconds) in entries {
-            let (id, _) = handle.split_once(':').unwrap_or((handle, ""));
-            let Some(message) = queue.messages.iter_mut().find(|m| m.id == id) else {
-                results.push(if handle.contains(':') && id.starts_with("m-") {
-                    entry_failure(
-                        "AWS.SimpleQueueService.MessageNotInflight",
-                        "the message is not in flight",
-                    )
-                } else {
-                    entry_failure(
-                        "ReceiptHandleIsInvalid",
-                        format!("the receipt handle {handle} is not valid"),
-                    )
-                });
-                continue;
-            };
-            let received_at = match &message.receipt {
-                Some((receipt, at)) if receipt == handle && message.visible_at > now => *at,
-                _ => {
-                    results.push(entry_failure(
-                        "AWS.SimpleQueueService.MessageNotInflight",
-                        "the message is not in flight",
-                    ));
-                    continue;
-                }
-            };
-            let until = now + Duration::from_secs(u64::from(*seconds));
-            if *seconds > MAX_VISIBILITY_SECS
-                || until > received_at + Duration::from_secs(u64::from(MAX_VISIBILITY_SECS))
-            {
-                results.push(entry_failure(
-                    "InvalidParameterValue",
+            let timeout = Duration::from_secs(u64::from(*seconds));
+            let changed = match Receipt::parse(handle) {
+                Some(receipt) if queue.holds(&receipt) => queue
+                    .messages
+                    .change_visibility(receipt.seq, receipt.receive_count, now, timeout)
+                    .map(|_| receipt.message_id),
+                _ => Err(ModelError::new(
+                    ErrorKind::ReceiptHandleIsInvalid,
                     format!(
-                        "a visibility timeout of {seconds} s ends more than 12 hours after the receive"
+                        "the receipt handle {handle} is not the latest of a message in the queue"
                     ),
-                ));
-                continue;
+                )),
+            };
+            match changed {
+                Ok(message_id) => {
+                    notes.push((
+                        message_id.to_owned(),
+                        Change::VisibilityChanged {
+                            receipt_handle: (*handle).to_owned(),
+                            seconds: *seconds,
+                        },
+                    ));
+                    if *seconds > 0 {
+                        wakes.push(timeout);
+                    }
+                    results.push(EntryResult::Ok);
+                }
+                Err(error) => results.push(entry_failure(error.kind.code(), error.message)),
             }
-            message.visible_at = until;
-            notes.push((
-                message.id.clone(),
-                Change::VisibilityChanged {
-                    receipt_handle: (*handle).to_owned(),
-                    seconds: *seconds,
-                },
-            ));
-            if *seconds > 0 {
-                wakes.push(Duration::from_secs(u64::from(*seconds)));
-            }
-            results.push(EntryResult::Ok);
         }
         for (message_id, change) in notes {
             state.note(name, &message_id, change);

@@ -1,13 +1,15 @@
-//! One queue of the double: its settings and its messages, in send order.
+//! One queue of the double: its settings and its messages, kept in the SQS model
+//! ([`Messages`]).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 use tokio::time::Instant;
 
 use super::in_process::SentMessage;
-use super::model::Deduplication;
 use super::model::rules::{ACCOUNT_ID, DEDUPLICATION_WINDOW, DEFAULT_VISIBILITY_SECS};
+use super::model::{Deduplication, Messages};
+use super::receipt::Receipt;
 use crate::api::ReceivedMessage;
 use crate::attribute::MessageAttribute;
 
@@ -22,7 +24,7 @@ pub(super) struct Queue {
     pub(super) redrive: Option<Redrive>,
     /// The access policy, as it was written: the double keeps it and enforces none of it.
     pub(super) policy: Option<String>,
-    pub(super) messages: VecDeque<Stored>,
+    pub(super) messages: Messages<Entry>,
     pub(super) deduplication: Deduplication<()>,
     pub(super) sent: Vec<SentMessage>,
     /// The subscriptions reading the queue, oldest first: only a watched queue's messages are
@@ -38,42 +40,36 @@ pub(super) struct Redrive {
     pub(super) max_receive_count: u32,
 }
 
-pub(super) struct Stored {
+/// What the double keeps of a message beside what the model keeps (where it stands, its
+/// receive count and group).
+#[derive(Clone)]
+pub(super) struct Entry {
     pub(super) id: String,
     pub(super) body: String,
     pub(super) attributes: Vec<(String, MessageAttribute)>,
     pub(super) group: Option<String>,
     pub(super) deduplication_id: Option<String>,
+    /// Its `SequenceNumber` on a FIFO queue: unique across the double, growing with sends.
     pub(super) sequence: u64,
     pub(super) sent_at: SystemTime,
-    pub(super) visible_at: Instant,
-    pub(super) receive_count: u32,
-    pub(super) first_receive: Option<SystemTime>,
-    /// The newest receipt handle and when that receive was.
-    pub(super) receipt: Option<(String, Instant)>,
     /// Counted receivable with the observer, and not yet received.
     pub(super) counted: bool,
 }
 
-impl Stored {
-    pub(super) fn in_flight(&self, now: Instant) -> bool {
-        self.receipt.is_some() && self.visible_at > now
-    }
-}
-
 impl Queue {
     pub(super) fn new(name: &str) -> Self {
+        let fifo = name.ends_with(".fifo");
         Self {
             name: name.to_owned(),
             url: format!("http://sqs.in-process.invalid/{ACCOUNT_ID}/{name}"),
             arn: format!("arn:aws:sqs:in-process:{ACCOUNT_ID}:{name}"),
-            fifo: name.ends_with(".fifo"),
+            fifo,
             visibility: DEFAULT_VISIBILITY_SECS,
             delay: 0,
             content_deduplication: false,
             redrive: None,
             policy: None,
-            messages: VecDeque::new(),
+            messages: Messages::new(fifo),
             deduplication: Deduplication::default(),
             sent: Vec::new(),
             watchers: Vec::new(),
@@ -82,42 +78,25 @@ impl Queue {
     }
 
     /// What the receive with attempt id `id` got, for its retry within five minutes, if none
-    /// of those messages was deleted or changed since (each still holds that receipt handle).
+    /// of those messages was deleted or changed since (each is still in flight from that
+    /// receive).
     pub(super) fn attempt_again(&mut self, id: &str, now: Instant) -> Option<Vec<ReceivedMessage>> {
         self.attempts
             .retain(|_, (at, _)| now.saturating_duration_since(*at) < DEDUPLICATION_WINDOW);
         let (_, received) = self.attempts.get(id)?;
         let unchanged = received.iter().all(|message| {
-            self.messages.iter().any(|stored| {
-                stored.id == message.message_id
-                    && stored.visible_at > now
-                    && stored
-                        .receipt
-                        .as_ref()
-                        .is_some_and(|(receipt, _)| *receipt == message.receipt_handle)
+            Receipt::parse(&message.receipt_handle).is_some_and(|receipt| {
+                self.holds(&receipt) && self.messages.in_flight(receipt.seq, receipt.receive_count)
             })
         });
         unchanged.then(|| received.clone())
     }
 
-    /// Positions of the messages a receive may hand out now, in order: visible ones, and on a
-    /// FIFO queue only those with no earlier message of their group still hidden.
-    pub(super) fn receivable(&self, now: Instant) -> Vec<usize> {
-        let mut blocked: HashSet<&str> = HashSet::new();
-        let mut found = Vec::new();
-        for (position, message) in self.messages.iter().enumerate() {
-            let group = message.group.as_deref().filter(|_| self.fifo);
-            if let Some(group) = group
-                && blocked.contains(group)
-            {
-                continue;
-            }
-            if message.visible_at <= now {
-                found.push(position);
-            } else if let Some(group) = group {
-                blocked.insert(group);
-            }
-        }
-        found
+    /// Whether the message `receipt` names is in the queue (under the sequence number the
+    /// receipt names, another message may be).
+    pub(super) fn holds(&self, receipt: &Receipt<'_>) -> bool {
+        self.messages
+            .get(receipt.seq)
+            .is_some_and(|message| message.data.id == receipt.message_id)
     }
 }

@@ -1,6 +1,6 @@
 //! The queues of the double and the changes applied to them: send, redrive, attributes.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -14,7 +14,7 @@ use super::model::rules::{
     valid_text,
 };
 use super::observer::Observer;
-use super::queue::{Queue, Redrive, Stored};
+use super::queue::{Entry, Queue, Redrive};
 #[cfg(feature = "sns")]
 use super::sns;
 use crate::api::{CallError, SendEntry};
@@ -128,43 +128,38 @@ impl State {
             attributes: entry.attributes.clone(),
             group_id: entry.group_id.clone(),
         });
-        queue.messages.push_back(Stored {
-            id: id.clone(),
-            body: entry.body.clone(),
-            attributes: entry.attributes.clone(),
-            group: entry.group_id.clone(),
-            deduplication_id,
-            sequence: self.next_id,
-            sent_at: SystemTime::now(),
-            visible_at: now + Duration::from_secs(u64::from(queue.delay)),
-            receive_count: 0,
-            first_receive: None,
-            receipt: None,
-            counted: false,
-        });
+        let group = queue
+            .fifo
+            .then(|| Arc::from(entry.group_id.as_deref().unwrap_or_default()));
+        queue.messages.store(
+            Entry {
+                id: id.clone(),
+                body: entry.body.clone(),
+                attributes: entry.attributes.clone(),
+                group: entry.group_id.clone(),
+                deduplication_id,
+                sequence: self.next_id,
+                sent_at: SystemTime::now(),
+                counted: false,
+            },
+            group,
+            now,
+            Duration::from_secs(u64::from(queue.delay)),
+        );
         self.note(name, &id, Change::Sent { group_id });
         Ok(id)
     }
 
-    /// Moves the visible messages of `name` that spent their receives to its dead-letter queue;
-    /// the dead-letter queue's name when any moved.
-    pub(super) fn redrive_spent(&mut self, name: &str, now: Instant) -> Option<String> {
+    /// Moves the messages receives on `name` took out by its redrive policy to its
+    /// dead-letter queue; the dead-letter queue's name when any moved.
+    pub(super) fn dead_letter(&mut self, name: &str, now: Instant) -> Option<String> {
         let queue = self.queues.get_mut(name)?;
         let redrive = queue.redrive.clone()?;
-        let mut moved = Vec::new();
-        let mut kept = VecDeque::with_capacity(queue.messages.len());
-        for message in queue.messages.drain(..) {
-            if message.visible_at <= now && message.receive_count >= redrive.max_receive_count {
-                moved.push(message);
-            } else {
-                kept.push_back(message);
-            }
-        }
-        queue.messages = kept;
+        let moved = queue.messages.take_redriven();
         if moved.is_empty() {
             return None;
         }
-        let withdrawn = moved.iter().filter(|m| m.counted).count();
+        let withdrawn = moved.iter().filter(|m| m.data.counted).count();
         if let Some(observer) = &self.observer {
             for _ in 0..withdrawn {
                 observer.consumed();
@@ -173,7 +168,7 @@ impl State {
         for message in &moved {
             self.note(
                 name,
-                &message.id,
+                &message.data.id,
                 Change::DeadLettered {
                     dead_letter: redrive.dead_letter.clone(),
                 },
@@ -183,15 +178,13 @@ impl State {
         for mut message in moved {
             // What arrives at the dead-letter queue is in its log, as what is sent to it is.
             dead_letter.sent.push(SentMessage {
-                message_id: message.id.clone(),
-                body: message.body.clone(),
-                attributes: message.attributes.clone(),
-                group_id: message.group.clone(),
+                message_id: message.data.id.clone(),
+                body: message.data.body.clone(),
+                attributes: message.data.attributes.clone(),
+                group_id: message.data.group.clone(),
             });
-            message.receipt = None;
-            message.counted = false;
-            message.visible_at = now;
-            dead_letter.messages.push_back(message);
+            message.data.counted = false;
+            dead_letter.messages.store_redriven(message, now);
         }
         Some(redrive.dead_letter)
     }
@@ -290,8 +283,11 @@ impl State {
                 _ => {}
             }
         }
-        if redrive.is_some() {
-            queue.redrive = redrive;
+        if let Some(redrive) = redrive {
+            queue
+                .messages
+                .set_max_receive_count(Some(redrive.max_receive_count));
+            queue.redrive = Some(redrive);
         }
         Ok(())
     }
