@@ -12,13 +12,15 @@
 //! `SetQueueAttributes`, `ListQueues`, `PurgeQueue`, `DeleteQueue`, `SendMessage`,
 //! `SendMessageBatch`, `ReceiveMessage` (with long polling), `DeleteMessage`,
 //! `DeleteMessageBatch`, `ChangeMessageVisibility` and `ChangeMessageVisibilityBatch`, with
-//! visibility timeouts, delays, receive counts and message attributes. Any other action is
-//! answered with `AWS.SimpleQueueService.UnsupportedOperation`.
+//! visibility timeouts (none past 12 hours from the receive), delays, receive counts and
+//! message attributes, and FIFO queues' groups, ordering and deduplication. Any other action
+//! is answered with `AWS.SimpleQueueService.UnsupportedOperation`. Its messages are kept in
+//! the engine's SQS model (`sqs_engine::testing::model`), as the engine's in-process SQS
+//! keeps them, so the two hand out messages in the same order.
 //!
 //! What it does not: redrive to a dead-letter queue (`RedrivePolicy` is stored and reported,
-//! never applied), message retention, FIFO ordering, groups and deduplication (a FIFO queue
-//! is created and reported as one, and behaves as a standard queue), tags, permissions,
-//! signature checks (any credentials are accepted), and persistence. A receipt handle that
+//! never applied), message retention, tags, permissions, signature checks (any credentials
+//! are accepted), and persistence. A receipt handle that
 //! is not the latest of its message (the message was received again since, or deleted) gets
 //! the answer SQS documents for a delete (success, nothing deleted), as in the engine's
 //! in-process SQS; a visibility change with it is refused with `ReceiptHandleIsInvalid`.
