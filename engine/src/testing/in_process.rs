@@ -9,8 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::journal::Applied;
-use super::model::{Message, Standing};
-use super::queue::Entry;
+use super::model::Standing;
 use super::receipt::Receipt;
 use super::store::State;
 use crate::api::{CallError, SendEntry};
@@ -127,14 +126,11 @@ impl InProcessSqs {
             return Vec::new();
         };
         queue.messages.release_due(Instant::now());
-        let mut in_flight: Vec<Message<'_, Entry>> = queue
+        queue
             .messages
-            .iter()
-            .filter(|message| message.standing == Standing::InFlight)
-            .collect();
-        in_flight.sort_unstable_by_key(|message| message.seq);
-        in_flight
+            .in_send_order()
             .into_iter()
+            .filter(|message| message.standing == Standing::InFlight)
             .map(|message| {
                 Receipt {
                     message_id: &message.data.id,
@@ -227,9 +223,9 @@ impl InProcessSqs {
             .queues
             .get(last_segment(queue))
             .map(|queue| {
-                let mut messages: Vec<Message<'_, Entry>> = queue.messages.iter().collect();
-                messages.sort_unstable_by_key(|message| message.seq);
-                messages
+                queue
+                    .messages
+                    .in_send_order()
                     .into_iter()
                     .map(|message| message.data.body.clone())
                     .collect()

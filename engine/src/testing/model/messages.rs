@@ -451,6 +451,14 @@ impl<M: Clone> Messages<M> {
         self.messages.iter().map(|(seq, stored)| view(*seq, stored))
     }
 
+    /// Every message the queue holds, in send order (for inspection: it visits and sorts the
+    /// whole queue).
+    pub fn in_send_order(&self) -> Vec<Message<'_, M>> {
+        let mut messages: Vec<Message<'_, M>> = self.iter().collect();
+        messages.sort_unstable_by_key(|message| message.seq);
+        messages
+    }
+
     /// What the front keeps of every message, to change, in no particular order (it visits
     /// the whole queue).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut M> {

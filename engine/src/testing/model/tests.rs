@@ -211,11 +211,11 @@ fn messages_are_looked_up_and_changed_by_sequence_number() {
     if let Some(data) = messages.get_mut(first) {
         *data = "uno";
     }
-    let mut seen: Vec<(u64, &str, Standing)> = messages
-        .iter()
+    let seen: Vec<(u64, &str, Standing)> = messages
+        .in_send_order()
+        .into_iter()
         .map(|m| (m.seq, *m.data, m.standing))
         .collect();
-    seen.sort_unstable_by_key(|(seq, _, _)| *seq);
     assert_eq!(
         seen,
         [
