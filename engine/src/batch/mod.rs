@@ -221,6 +221,10 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
     }
 
     /// Draining, with nothing waiting and nothing in flight.
+    #[cfg_attr(
+        not(feature = "ruststream"),
+        allow(dead_code, reason = "only the broker's publishing drains to the end")
+    )]
     pub(crate) fn is_done(&self) -> bool {
         self.draining && self.is_idle()
     }

@@ -9,6 +9,13 @@ pub(crate) enum Admit {
     /// It waits for a later batch; the entries behind it may still join.
     Skip,
     /// It waits for a later batch, and so does every entry behind it.
+    #[cfg_attr(
+        not(feature = "ruststream"),
+        allow(
+            dead_code,
+            reason = "only the broker's byte budget stops a batch short"
+        )
+    )]
     Stop,
 }
 
