@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use sqs_engine::limits::{MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES, MAX_WAIT_SECS};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -23,16 +24,6 @@ use super::protocol::{
     input_error, md5_of_attributes, sequence_text,
 };
 use super::queue::{Delivery, MessageData, Prepared, Queue, valid_queue_name, visibility_timeout};
-
-/// The most entries in one batch.
-const MAX_BATCH_ENTRIES: usize = 10;
-
-/// The most bytes of bodies and attributes one `SendMessageBatch` may carry (SQS's limit
-/// since 2025; older SQS allowed 256 KiB).
-const MAX_BATCH_BYTES: usize = 1_048_576;
-
-/// The longest long poll, in seconds.
-const MAX_WAIT_SECONDS: i64 = 20;
 
 /// The most queue URLs one `ListQueues` answers.
 const MAX_LIST_RESULTS: usize = 1000;
@@ -382,10 +373,10 @@ impl Sqs {
             .iter()
             .map(|entry| entry.message_body.len() + attributes_size(&entry.message_attributes))
             .sum();
-        if size > MAX_BATCH_BYTES {
+        if size > MAX_MESSAGE_BYTES {
             return Err(SqsError::new(
                 ErrorKind::BatchRequestTooLong,
-                format!("the batch is {size} bytes long; at most {MAX_BATCH_BYTES} are allowed"),
+                format!("the batch is {size} bytes long; at most {MAX_MESSAGE_BYTES} are allowed"),
             ));
         }
         let mut successful = Vec::with_capacity(input.entries.len());
@@ -438,12 +429,12 @@ impl Sqs {
             Some(seconds) => visibility_timeout("VisibilityTimeout", seconds)?,
         };
         let wait = input.wait_time_seconds.unwrap_or(default_wait);
-        if !(0..=MAX_WAIT_SECONDS).contains(&wait) {
+        if !(0..=i64::from(MAX_WAIT_SECS)).contains(&wait) {
             return Err(SqsError::new(
                 ErrorKind::InvalidParameterValue,
                 format!(
                     "value {wait} for parameter WaitTimeSeconds is invalid: it must be between \
-                     0 and {MAX_WAIT_SECONDS}"
+                     0 and {MAX_WAIT_SECS}"
                 ),
             ));
         }
