@@ -36,8 +36,6 @@ pub struct Consumer {
     /// On a FIFO queue, the group gate the receives go through: one delivery of a group at a
     /// time is handed out.
     gate: Option<Arc<Gate>>,
-    /// Room for messages received and not yet handed out: given back as they are handed out.
-    ahead: Arc<Semaphore>,
     handle: ConsumerHandle,
 }
 
@@ -123,7 +121,7 @@ impl Consumer {
             config.receive,
             slots,
             bytes,
-            Arc::clone(&ahead),
+            ahead,
             stop_receiving.clone(),
             runtime.clone(),
             config.receivers,
@@ -135,7 +133,6 @@ impl Consumer {
             rx_done: false,
             buffered: VecDeque::new(),
             gate,
-            ahead,
             handle: ConsumerHandle {
                 inner: Arc::new(Inner {
                     queue,
@@ -172,7 +169,7 @@ impl Consumer {
             return self.recv_in_turn(&gate).await;
         }
         if self.buffered.is_empty() {
-            let batch = self.rx.recv().await?;
+            let batch = self.next_received().await?;
             self.buffered.extend(batch);
         }
         let delivery = self.buffered.pop_front()?;
@@ -193,6 +190,8 @@ impl Consumer {
                 gate.readied().await;
                 continue;
             }
+            // Nothing ready: a taker waits, which is what grows the receivers.
+            let _waiting = self.handle.inner.receivers.taker_waits();
             // Biased: both branches loop back to the gate, so neither starves the other, and a
             // fixed order keeps a run on a paused clock the same from one seed to the next.
             tokio::select! {
@@ -210,10 +209,25 @@ impl Consumer {
         }
     }
 
+    /// The next receive's deliveries, or `None` once the receivers are done. A wait for one
+    /// is the signal that grows the receivers.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as `mpsc::Receiver::recv`.
+    async fn next_received(&mut self) -> Option<Vec<Delivery>> {
+        match self.rx.try_recv() {
+            Ok(batch) => return Some(batch),
+            Err(mpsc::error::TryRecvError::Disconnected) => return None,
+            Err(mpsc::error::TryRecvError::Empty) => {}
+        }
+        let _waiting = self.handle.inner.receivers.taker_waits();
+        self.rx.recv().await
+    }
+
     /// `count` deliveries left the buffer: room to receive as many again.
     fn handed_out(&self, count: usize) {
-        self.handle.inner.queue.metrics.prefetched(-(count as f64));
-        self.ahead.add_permits(count);
+        self.handle.inner.receivers.handed_out(count);
     }
 
     /// The next delivery of the receive batch already taken in (on a FIFO queue: the next
@@ -247,7 +261,7 @@ impl Consumer {
             return Some(batch);
         }
         if self.buffered.is_empty() {
-            let batch = self.rx.recv().await?;
+            let batch = self.next_received().await?;
             self.buffered.extend(batch);
         }
         let take = max.min(self.buffered.len());

@@ -1,7 +1,7 @@
 //! Long-poll receivers: each loops on `ReceiveMessage` while the engine has room for a batch.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -29,6 +29,17 @@ const RECEIVES_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
 /// loopback calls in well under a millisecond, but its event loop adds its own waits.
 const MIN_USEFUL_RECEIVERS: usize = 8;
 
+/// The fewest receive batches waiting for a worker past which a receiver that brought a full
+/// batch ends (it is not the last), when no worker waited for messages during its call: the
+/// receivers outrun the workers, and more of them would only hold more messages. Past this
+/// floor, the bound is two batches per receiver running: more waiting than two rounds of
+/// receives bring (one round would leave workers idle whenever the receives' answers bunch).
+const WAITING_BATCHES_TO_SHRINK: usize = 4;
+
+/// Receive batches waiting for a worker below which the workers are about to be short of
+/// messages: a full receive may start another receiver even if no worker waited yet.
+const WAITING_BATCHES_TO_GROW: usize = 2;
+
 /// How a receiver backs off after a failed receive: from 100 ms up to 10 s, for as long as
 /// the failures last.
 const RECEIVE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(10));
@@ -41,10 +52,11 @@ pub(crate) struct ReceiverConfig {
 }
 
 /// The receivers of one queue and what they share. The engine runs between one and `most`
-/// of them, as many as keep up with the queue: a receive that comes back full, with room for
-/// more, starts another; one that comes back partly filled or empty ends its receiver (the last
-/// one stays). So an idle queue costs one long poll at a time, and a busy one on a slow link
-/// gets as many receives in flight as its round trip needs.
+/// of them, as many as keep the workers fed: a receive that comes back full while the workers
+/// are short of messages starts another; one that comes back partly filled or empty, or full
+/// while received messages pile up unstarted, ends its receiver (the last one stays). So an idle
+/// queue costs one long poll at a time, a busy one on a slow link gets as many receives in
+/// flight as its round trip needs, and slow handlers are not fed faster than they take.
 pub(crate) struct Receivers {
     pub(crate) queue: Arc<QueueRuntime>,
     pub(crate) config: ReceiverConfig,
@@ -63,6 +75,15 @@ pub(crate) struct Receivers {
     /// The most KiB one receive may take from `bytes` (all of it).
     pub(crate) bytes_cap: u32,
     active: AtomicUsize,
+    /// Messages received and not yet handed out. Many waiting means the receivers outrun the
+    /// workers.
+    waiting: AtomicUsize,
+    /// Takers (the dispatcher, a subscription) waiting for a receive now: the demand signal.
+    takers_waiting: AtomicUsize,
+    /// When a taker last stopped waiting for a receive, in nanoseconds since `epoch` (0:
+    /// never).
+    last_wait_end: AtomicU64,
+    epoch: Instant,
     /// How long a full receive takes, now and unloaded.
     round_trip: LoadedRoundTrip,
 }
@@ -93,6 +114,10 @@ impl Receivers {
             most: most.max(1),
             bytes_cap,
             active: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            takers_waiting: AtomicUsize::new(0),
+            last_wait_end: AtomicU64::new(0),
+            epoch: Instant::now(),
             round_trip: LoadedRoundTrip::default(),
         })
     }
@@ -108,6 +133,59 @@ impl Receivers {
     /// How many receivers run now.
     pub(crate) fn active(&self) -> usize {
         self.active.load(Ordering::SeqCst)
+    }
+
+    /// `count` messages received were handed out (to a worker, or to the FIFO gate): room in
+    /// the prefetch to receive as many again.
+    pub(crate) fn handed_out(&self, count: usize) {
+        // Saturating: deliveries returned at shutdown are handed out without being counted.
+        let _ = self
+            .waiting
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |waiting| {
+                Some(waiting.saturating_sub(count))
+            });
+        self.queue.metrics.prefetched(-(count as f64));
+        self.ahead.add_permits(count);
+    }
+
+    /// A taker found nothing received and waits for a receive until the guard is dropped.
+    pub(crate) fn taker_waits(self: &Arc<Self>) -> TakerWaiting {
+        self.takers_waiting.fetch_add(1, Ordering::SeqCst);
+        TakerWaiting(Arc::clone(self))
+    }
+
+    /// Whether a taker waited for a receive after `since`: the workers are short of messages,
+    /// and more receives in flight would feed them. A wait that ended as `since` began (the
+    /// one the receive before fed) does not count.
+    fn takers_waited_since(&self, since: Instant) -> bool {
+        if self.takers_waiting.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        let ended = self.last_wait_end.load(Ordering::SeqCst);
+        ended > nanos_between(self.epoch, since)
+    }
+
+    /// Whether the receivers outrun the workers: no taker waited since `called_at`, and more
+    /// receive batches wait besides the `own` just received than two rounds of receives bring
+    /// (two batches per receiver running, at least [`WAITING_BATCHES_TO_SHRINK`]).
+    fn outrunning(&self, own: usize, called_at: Instant) -> bool {
+        let batch = usize::from(self.config.max_messages).max(1);
+        let rounds = (2 * self.active()).max(WAITING_BATCHES_TO_SHRINK) * batch;
+        !self.takers_waited_since(called_at) && self.waiting_besides(own) > rounds
+    }
+
+    /// Whether the workers are, or are about to be, short of messages: a taker waited since
+    /// `called_at`, or fewer than [`WAITING_BATCHES_TO_GROW`] receive batches wait besides the
+    /// `own` just received.
+    fn short(&self, own: usize, called_at: Instant) -> bool {
+        let batch = usize::from(self.config.max_messages).max(1);
+        self.takers_waited_since(called_at)
+            || self.waiting_besides(own) < WAITING_BATCHES_TO_GROW * batch
+    }
+
+    /// Messages received and not yet handed out, besides the `own` just received.
+    fn waiting_besides(&self, own: usize) -> usize {
+        self.waiting.load(Ordering::SeqCst).saturating_sub(own)
     }
 
     fn spawn(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
@@ -130,18 +208,23 @@ impl Receivers {
         by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
     }
 
-    /// After a full receive that took `took`: starts more receivers (handing each a clone of
-    /// `out`) when fewer run than are worth it at the round trip now, the receives do not queue
+    /// After a full receive of `own` messages made at `called_at`: starts more receivers
+    /// (handing each a clone of `out`) when the workers are short of messages (see
+    /// [`short`](Self::short)), fewer run than are worth it at the round trip now, the receives do not queue
     /// at SQS (the round trip now stays within twice the unloaded one: past that, more receives
     /// in flight only wait longer, as on a server short of CPU), and the prefetch has room for
     /// their receives. Two more a full receive while fewer than half of those worth it run, one
     /// more after: the receivers at most triple a round trip, and the round trip shows what the
     /// last ones did before the next start. Until the unloaded round trip is known, the
     /// receivers stay at the few that measure it.
-    fn grow(self: &Arc<Self>, took: Duration, out: &mpsc::Sender<Vec<Delivery>>) {
-        self.round_trip.sample(took, self.active());
+    fn grow(self: &Arc<Self>, own: usize, called_at: Instant, out: &mpsc::Sender<Vec<Delivery>>) {
+        self.round_trip.sample(called_at.elapsed(), self.active());
         let room = self.ahead.available_permits() / usize::from(self.config.max_messages).max(1);
-        if room == 0 || self.stop.is_cancelled() || self.round_trip.queueing() {
+        if room == 0
+            || !self.short(own, called_at)
+            || self.stop.is_cancelled()
+            || self.round_trip.queueing()
+        {
             return;
         }
         let useful = self
@@ -319,7 +402,9 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     received.forget();
                 }
                 drop(room);
-                queue.metrics.prefetched(deliveries.len() as f64);
+                let own = deliveries.len();
+                set.waiting.fetch_add(own, Ordering::SeqCst);
+                queue.metrics.prefetched(own as f64);
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());
                 }
@@ -328,8 +413,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     crate::delivery::return_all(queue, unsent.0);
                     return;
                 }
-                if full {
-                    set.grow(called_at.elapsed(), &out);
+                // Full, and the workers keep up: perhaps one more. Full, but the workers fall
+                // behind, or not full: one fewer (not the last).
+                if full && !set.outrunning(own, called_at) {
+                    set.grow(own, called_at, &out);
                 } else if set.shrink() {
                     return;
                 }
@@ -355,6 +442,24 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             }
         }
     }
+}
+
+/// A taker waiting for a receive (see [`Receivers::taker_waits`]): dropped when the wait ends,
+/// answered or not.
+pub(crate) struct TakerWaiting(Arc<Receivers>);
+
+impl Drop for TakerWaiting {
+    fn drop(&mut self) {
+        let set = &self.0;
+        let now = nanos_between(set.epoch, Instant::now()).max(1);
+        set.last_wait_end.fetch_max(now, Ordering::SeqCst);
+        set.takers_waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Nanoseconds from `epoch` to `then` (0 before it), saturating.
+fn nanos_between(epoch: Instant, then: Instant) -> u64 {
+    u64::try_from(then.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The room a body takes among the bytes held, in KiB (at least one).
@@ -629,6 +734,34 @@ mod tests {
             (40..=90).contains(&most),
             "{most} receives in flight at once"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn busy_workers_start_no_more_receivers() {
+        // 50 ms a receive, and four workers that take 100 ms a message: the workers handle 40
+        // messages a second, and one receiver brings 200. Receivers start only until two
+        // receive batches wait for the workers; after that no worker waits for messages, so
+        // none starts, whatever the round trip would allow (128 receivers at 50 ms).
+        let api = StandIn::receiving_script(full_receives(0, 400, Duration::from_millis(50)));
+        let engine = Engine::builder()
+            .api(Arc::clone(&api))
+            .queue("q")
+            .workers(4)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine");
+        engine
+            .run(
+                |_message: crate::Message| async {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    crate::Outcome::Ack
+                },
+                tokio::time::sleep(Duration::from_secs(2)),
+            )
+            .await
+            .expect("runs");
+        let most = api.most_receives_under_way();
+        assert!(most <= 8, "{most} receives in flight at once");
     }
 
     #[tokio::test(start_paused = true)]

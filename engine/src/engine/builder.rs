@@ -145,9 +145,10 @@ impl EngineBuilder {
     ///
     /// The engine runs as many as keep up with the queue: one while receives come back empty
     /// or partly filled (an idle queue costs one long poll at a time), one more each time a
-    /// receive comes back full while the prefetch has room, so that a busy queue on a slow
-    /// link gets as many receives in flight as its round trip needs (messages in flight =
-    /// throughput × round trip: 20,000 a second at 50 ms is 1,000 messages, 100 receives).
+    /// receive comes back full while the workers are short of messages, so that a busy queue
+    /// on a slow link gets as many receives in flight as its round trip needs (messages in
+    /// flight = throughput × round trip: 20,000 a second at 50 ms is 1,000 messages, 100
+    /// receives), and one fewer when received messages pile up ahead of the workers.
     pub fn receivers(mut self, receivers: usize) -> Self {
         self.receivers = receivers;
         self
