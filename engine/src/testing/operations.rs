@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use super::InProcessSqs;
-use super::errors::{entry_failure, invalid};
+use super::errors::entry_failure;
 use super::journal::Change;
-use super::model::rules::{ACCOUNT_ID, MAX_MESSAGE_BYTES};
+use super::model::rules::{ACCOUNT_ID, check_batch_size};
 use super::model::{ErrorKind, ModelError};
 use super::receipt::Receipt;
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
@@ -246,13 +246,7 @@ impl InProcessSqs {
         entries: &[SendEntry],
     ) -> Result<Vec<EntryResult>, CallError> {
         let mut state = self.shared.lock();
-        let total: usize = entries.iter().map(SendEntry::size).sum();
-        if total > MAX_MESSAGE_BYTES {
-            return Err(invalid(
-                "AWS.SimpleQueueService.BatchRequestTooLong",
-                format!("the batch is {total} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"),
-            ));
-        }
+        check_batch_size(entries.iter().map(SendEntry::size).sum())?;
         let results: Vec<EntryResult> = entries
             .iter()
             .map(|entry| match state.send(name, entry) {

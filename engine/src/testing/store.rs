@@ -10,8 +10,8 @@ use super::errors::{invalid, not_found};
 use super::in_process::SentMessage;
 use super::journal::{Applied, Change};
 use super::model::rules::{
-    MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_body, check_fifo_ids, valid_queue_name,
-    valid_text,
+    MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_body, check_fifo_ids, check_size,
+    valid_queue_name, valid_text,
 };
 use super::observer::Observer;
 use super::queue::{Entry, Queue, Redrive};
@@ -94,13 +94,7 @@ impl State {
                 ));
             }
         }
-        let bytes = entry.size();
-        if bytes > MAX_MESSAGE_BYTES {
-            return Err(invalid(
-                "InvalidParameterValue",
-                format!("the message is {bytes} bytes, SQS takes at most {MAX_MESSAGE_BYTES}"),
-            ));
-        }
+        check_size(entry.size(), MAX_MESSAGE_BYTES)?;
         check_fifo_ids(
             queue.fifo,
             entry.group_id.as_deref(),

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sqs_engine::limits::{MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES, MAX_WAIT_SECS};
+use sqs_engine::limits::{MAX_BATCH_ENTRIES, MAX_WAIT_SECS};
+use sqs_engine::testing::model::rules::{self, check_batch_size};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -368,17 +369,13 @@ impl Sqs {
     ) -> Result<SendMessageBatchOutput, SqsError> {
         let queue = self.queue(&input.queue_url)?;
         check_batch(input.entries.iter().map(|entry| entry.id.as_str()))?;
-        let size: usize = input
-            .entries
-            .iter()
-            .map(|entry| entry.message_body.len() + attributes_size(&entry.message_attributes))
-            .sum();
-        if size > MAX_MESSAGE_BYTES {
-            return Err(SqsError::new(
-                ErrorKind::BatchRequestTooLong,
-                format!("the batch is {size} bytes long; at most {MAX_MESSAGE_BYTES} are allowed"),
-            ));
-        }
+        check_batch_size(
+            input
+                .entries
+                .iter()
+                .map(|entry| entry.message_body.len() + attributes_size(&entry.message_attributes))
+                .sum(),
+        )?;
         let mut successful = Vec::with_capacity(input.entries.len());
         let mut failed = Vec::new();
         let mut ready: Vec<Prepared> = Vec::with_capacity(input.entries.len());
@@ -550,21 +547,7 @@ fn batch_output(results: impl Iterator<Item = (String, Result<(), SqsError>)>) -
 /// Checks the entry ids of a batch: 1 to 10 entries, each id 1 to 80 letters, digits, `-`
 /// and `_`, no two alike.
 fn check_batch<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), SqsError> {
-    match ids.len() {
-        0 => {
-            return Err(SqsError::new(
-                ErrorKind::EmptyBatchRequest,
-                "the batch has no entries",
-            ));
-        }
-        n if n > MAX_BATCH_ENTRIES => {
-            return Err(SqsError::new(
-                ErrorKind::TooManyEntriesInBatchRequest,
-                format!("the batch has {n} entries; at most {MAX_BATCH_ENTRIES} are allowed"),
-            ));
-        }
-        _ => {}
-    }
+    rules::check_batch(ids.len())?;
     let mut seen = HashSet::with_capacity(MAX_BATCH_ENTRIES);
     for id in ids {
         let valid = (1..=80).contains(&id.len())

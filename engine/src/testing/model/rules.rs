@@ -104,6 +104,22 @@ pub fn check_size(bytes: usize, limit: usize) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// Checks the size of a batch of messages to send (bodies and attributes, all entries
+/// together): SQS takes as much in one batch as in one message.
+///
+/// # Errors
+///
+/// `BatchRequestTooLong` when it is larger than [`MAX_MESSAGE_BYTES`].
+pub fn check_batch_size(bytes: usize) -> Result<(), ModelError> {
+    if bytes > MAX_MESSAGE_BYTES {
+        return Err(ModelError::new(
+            ErrorKind::BatchRequestTooLong,
+            format!("the batch is {bytes} bytes long; at most {MAX_MESSAGE_BYTES} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks what a send to a FIFO queue, or to a standard one, must carry.
 ///
 /// # Errors
@@ -140,4 +156,39 @@ pub fn check_fifo_ids(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_or_a_batch_past_a_mebibyte_is_refused_with_the_code_sqs_answers() {
+        assert!(check_size(MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES).is_ok());
+        let message = check_size(MAX_MESSAGE_BYTES + 1, MAX_MESSAGE_BYTES).expect_err("too long");
+        assert_eq!(message.kind, ErrorKind::InvalidParameterValue);
+        assert!(check_batch_size(MAX_MESSAGE_BYTES).is_ok());
+        let batch = check_batch_size(MAX_MESSAGE_BYTES + 1).expect_err("too long");
+        assert_eq!(batch.kind, ErrorKind::BatchRequestTooLong);
+        assert_eq!(
+            batch.kind.code(),
+            "AWS.SimpleQueueService.BatchRequestTooLong"
+        );
+    }
+
+    #[test]
+    fn a_batch_call_takes_one_to_ten_entries() {
+        assert_eq!(
+            check_batch(0).expect_err("empty").kind,
+            ErrorKind::EmptyBatchRequest
+        );
+        assert!(check_batch(1).is_ok());
+        assert!(check_batch(MAX_BATCH_ENTRIES).is_ok());
+        assert_eq!(
+            check_batch(MAX_BATCH_ENTRIES + 1)
+                .expect_err("too many")
+                .kind,
+            ErrorKind::TooManyEntriesInBatchRequest
+        );
+    }
 }
