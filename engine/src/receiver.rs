@@ -210,10 +210,10 @@ impl Receivers {
 
     /// After a full receive of `own` messages made at `called_at`: starts more receivers
     /// (handing each a clone of `out`) when the workers are short of messages (see
-    /// [`short`](Self::short)), fewer run than are worth it at the round trip now, the receives do not queue
-    /// at SQS (the round trip now stays within twice the unloaded one: past that, more receives
-    /// in flight only wait longer, as on a server short of CPU), and the prefetch has room for
-    /// their receives. Two more a full receive while fewer than half of those worth it run, one
+    /// [`short`](Self::short)), fewer run than are worth it at the round trip now, the
+    /// receives do not queue at SQS (the round trip now stays within twice the unloaded one:
+    /// past that, more receives in flight only wait longer, as on a server short of CPU), and
+    /// the prefetch has room for their receives. Two more a full receive while fewer than half of those worth it run, one
     /// more after: the receivers at most triple a round trip, and the round trip shows what the
     /// last ones did before the next start. Until the unloaded round trip is known, the
     /// receivers stay at the few that measure it.
