@@ -138,7 +138,8 @@ impl Receivers {
     /// `count` messages received were handed out (to a worker, or to the FIFO gate): room in
     /// the prefetch to receive as many again.
     pub(crate) fn handed_out(&self, count: usize) {
-        // Saturating: deliveries returned at shutdown are handed out without being counted.
+        // Every delivery handed out was counted before its receiver sent it; saturating only
+        // keeps a miscount from wrapping.
         let _ = self
             .waiting
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |waiting| {
