@@ -227,7 +227,7 @@ impl Consumer {
 
     /// `count` deliveries left the buffer: room to receive as many again.
     fn handed_out(&self, count: usize) {
-        self.handle.inner.receivers.handed_out(count);
+        self.handle.inner.receivers.left_prefetch(count);
     }
 
     /// The next delivery of the receive batch already taken in (on a FIFO queue: the next
@@ -282,6 +282,7 @@ impl Consumer {
             returned.extend(batch);
         }
         self.rx.close();
+        self.handed_out(returned.len());
         delivery::return_all(&self.handle.inner.queue, returned);
         self.return_gated();
     }
@@ -305,6 +306,7 @@ impl Drop for Consumer {
         while let Ok(batch) = self.rx.try_recv() {
             returned.extend(batch);
         }
+        self.handed_out(returned.len());
         delivery::return_all(&self.handle.inner.queue, returned);
         self.return_gated();
     }

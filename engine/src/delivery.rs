@@ -327,13 +327,13 @@ impl fmt::Debug for Ticket {
     }
 }
 
-/// Returns messages received but not handed out to the queue at once.
+/// Returns messages received but not handed out to the queue at once (the caller counts them
+/// out of the prefetch).
 pub(crate) fn return_all(queue: &QueueRuntime, deliveries: Vec<Delivery>) {
     if deliveries.is_empty() {
         return;
     }
     info!(queue = %queue.name, messages = deliveries.len(), "returning messages not started");
-    queue.metrics.prefetched(-(deliveries.len() as f64));
     for delivery in deliveries {
         delivery.settle_detached(Outcome::Retry);
     }

@@ -135,10 +135,17 @@ impl Receivers {
         self.active.load(Ordering::SeqCst)
     }
 
-    /// `count` messages received were handed out (to a worker, or to the FIFO gate): room in
-    /// the prefetch to receive as many again.
-    pub(crate) fn handed_out(&self, count: usize) {
-        // Every delivery handed out was counted before its receiver sent it; saturating only
+    /// A receiver received `count` messages, which wait for a worker. The count and its
+    /// gauge move together here and in [`left_prefetch`](Self::left_prefetch) only.
+    fn received(&self, count: usize) {
+        self.waiting.fetch_add(count, Ordering::SeqCst);
+        self.queue.metrics.prefetched(count as f64);
+    }
+
+    /// `count` messages received left the prefetch, handed out (to a worker, or to the FIFO
+    /// gate) or returned to the queue: room to receive as many again.
+    pub(crate) fn left_prefetch(&self, count: usize) {
+        // Every delivery leaving was counted before its receiver sent it; saturating only
         // keeps a miscount from wrapping.
         let _ = self
             .waiting
@@ -166,27 +173,14 @@ impl Receivers {
         ended > nanos_between(self.epoch, since)
     }
 
-    /// Whether the receivers outrun the workers: no taker waited since `called_at`, and more
-    /// receive batches wait besides the `own` just received than two rounds of receives bring
-    /// (two batches per receiver running, at least [`WAITING_BATCHES_TO_SHRINK`]).
-    fn outrunning(&self, own: usize, called_at: Instant) -> bool {
+    /// The workers' demand as a receive of `own` messages made at `called_at` came back.
+    fn demand(&self, own: usize, called_at: Instant) -> Demand {
         let batch = usize::from(self.config.max_messages).max(1);
-        let rounds = (2 * self.active()).max(WAITING_BATCHES_TO_SHRINK) * batch;
-        !self.takers_waited_since(called_at) && self.waiting_besides(own) > rounds
-    }
-
-    /// Whether the workers are, or are about to be, short of messages: a taker waited since
-    /// `called_at`, or fewer than [`WAITING_BATCHES_TO_GROW`] receive batches wait besides the
-    /// `own` just received.
-    fn short(&self, own: usize, called_at: Instant) -> bool {
-        let batch = usize::from(self.config.max_messages).max(1);
-        self.takers_waited_since(called_at)
-            || self.waiting_besides(own) < WAITING_BATCHES_TO_GROW * batch
-    }
-
-    /// Messages received and not yet handed out, besides the `own` just received.
-    fn waiting_besides(&self, own: usize) -> usize {
-        self.waiting.load(Ordering::SeqCst).saturating_sub(own)
+        Demand {
+            takers_waited: self.takers_waited_since(called_at),
+            waiting: self.waiting.load(Ordering::SeqCst).saturating_sub(own),
+            batch,
+        }
     }
 
     fn spawn(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
@@ -209,23 +203,22 @@ impl Receivers {
         by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
     }
 
-    /// After a full receive of `own` messages made at `called_at`: starts more receivers
-    /// (handing each a clone of `out`) when the workers are short of messages (see
-    /// [`short`](Self::short)), fewer run than are worth it at the round trip now, the
-    /// receives do not queue at SQS (the round trip now stays within twice the unloaded one:
-    /// past that, more receives in flight only wait longer, as on a server short of CPU), and
-    /// the prefetch has room for their receives. Two more a full receive while fewer than half of those worth it run, one
-    /// more after: the receivers at most triple a round trip, and the round trip shows what the
-    /// last ones did before the next start. Until the unloaded round trip is known, the
-    /// receivers stay at the few that measure it.
-    fn grow(self: &Arc<Self>, own: usize, called_at: Instant, out: &mpsc::Sender<Vec<Delivery>>) {
-        self.round_trip.sample(called_at.elapsed(), self.active());
+    /// After a full receive, given the workers' `demand`: starts more receivers (handing each
+    /// a clone of `out`) when
+    /// - the workers are short of messages (see [`Demand::short`]);
+    /// - fewer run than are worth it at the round trip now;
+    /// - the receives do not queue at SQS (the round trip now stays within twice the unloaded
+    ///   one: past that, more receives in flight only wait longer, as on a server short of
+    ///   CPU);
+    /// - and the prefetch has room for their receives.
+    ///
+    /// Two more a full receive while fewer than half of those worth it run, one more after:
+    /// the receivers at most triple a round trip, and the round trip shows what the last ones
+    /// did before the next start. Until the unloaded round trip is known, the receivers stay
+    /// at the few that measure it.
+    fn grow(self: &Arc<Self>, demand: Demand, out: &mpsc::Sender<Vec<Delivery>>) {
         let room = self.ahead.available_permits() / usize::from(self.config.max_messages).max(1);
-        if room == 0
-            || !self.short(own, called_at)
-            || self.stop.is_cancelled()
-            || self.round_trip.queueing()
-        {
+        if room == 0 || !demand.short() || self.stop.is_cancelled() || self.round_trip.queueing() {
             return;
         }
         let useful = self
@@ -367,6 +360,11 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     continue;
                 }
                 let full = messages.len() >= usize::from(config.max_messages);
+                if full {
+                    // Only a full receive measures the round trip: a partly filled one may
+                    // have waited out its long poll.
+                    set.round_trip.sample(called_at.elapsed(), set.active());
+                }
                 // The bodies' room: waited for with the messages in hand, so the cap may be
                 // passed by what the receives in flight bring, never by more.
                 let sizes: Vec<u32> = messages.iter().map(|m| body_kib(&m.body)).collect();
@@ -404,20 +402,21 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 }
                 drop(room);
                 let own = deliveries.len();
-                set.waiting.fetch_add(own, Ordering::SeqCst);
-                queue.metrics.prefetched(own as f64);
+                set.received(own);
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());
                 }
                 if let Err(unsent) = out.send(deliveries).await {
                     // Nobody takes them any more: back to the queue at once.
+                    set.left_prefetch(unsent.0.len());
                     crate::delivery::return_all(queue, unsent.0);
                     return;
                 }
                 // Full, and the workers keep up: perhaps one more. Full, but the workers fall
                 // behind, or not full: one fewer (not the last).
-                if full && !set.outrunning(own, called_at) {
-                    set.grow(own, called_at, &out);
+                let demand = set.demand(own, called_at);
+                if full && !demand.outrunning(set.active()) {
+                    set.grow(demand, &out);
                 } else if set.shrink() {
                     return;
                 }
@@ -442,6 +441,33 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 }
             }
         }
+    }
+}
+
+/// The workers' demand for messages as a receive came back (see [`Receivers::demand`]).
+#[derive(Debug, Clone, Copy)]
+struct Demand {
+    /// A taker waited for a receive during the call.
+    takers_waited: bool,
+    /// Messages received and waiting for a worker, besides the batch just received.
+    waiting: usize,
+    /// A full receive batch.
+    batch: usize,
+}
+
+impl Demand {
+    /// Whether the receivers outrun the workers with `active` running: no taker waited, and
+    /// more batches wait than two rounds of receives bring (two per receiver running, at least
+    /// [`WAITING_BATCHES_TO_SHRINK`]).
+    fn outrunning(self, active: usize) -> bool {
+        let rounds = (2 * active).max(WAITING_BATCHES_TO_SHRINK);
+        !self.takers_waited && self.waiting > rounds * self.batch
+    }
+
+    /// Whether the workers are, or are about to be, short of messages: a taker waited, or
+    /// fewer than [`WAITING_BATCHES_TO_GROW`] batches wait.
+    fn short(self) -> bool {
+        self.takers_waited || self.waiting < WAITING_BATCHES_TO_GROW * self.batch
     }
 }
 
@@ -668,6 +694,58 @@ mod tests {
             .await
             .expect("runs");
         assert!(stats.messages_received > 0);
+    }
+
+    /// How much the `sqs_engine_messages_prefetched` gauge of `queue` moved since the last
+    /// call (the debugging recorder, which this test binary installs once and no other test
+    /// here reads, hands out a gauge's value and zeroes it).
+    fn prefetched_moved(queue: &str) -> f64 {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+        static SNAPSHOTTER: std::sync::OnceLock<Snapshotter> = std::sync::OnceLock::new();
+        let snapshotter = SNAPSHOTTER.get_or_init(|| {
+            let recorder = DebuggingRecorder::new();
+            let snapshotter = recorder.snapshotter();
+            recorder
+                .install()
+                .expect("the only recorder of this test binary");
+            snapshotter
+        });
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| {
+                let key = key.key();
+                let ours = key.name() == "sqs_engine_messages_prefetched"
+                    && key
+                        .labels()
+                        .any(|l| l.key() == "queue" && l.value() == queue);
+                match value {
+                    DebugValue::Gauge(gauge) if ours => Some(gauge.into_inner()),
+                    _ => None,
+                }
+            })
+            .sum()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_prefetched_gauge_counts_the_messages_waiting_for_a_worker() {
+        let queue = "prefetched-gauge";
+        // Installed before the consumer registers its gauges.
+        let mut gauge = prefetched_moved(queue);
+        let api = StandIn::receiving_script(full_receives(0, 1, Duration::ZERO));
+        let mut consumer = consumer(&api, queue).await;
+        let delivery = consumer.recv().await.expect("a message");
+        gauge += prefetched_moved(queue);
+        assert_eq!(gauge, 9.0, "nine of ten wait");
+        let second = consumer.recv().await.expect("another");
+        gauge += prefetched_moved(queue);
+        assert_eq!(gauge, 8.0);
+        drop(second);
+        // Returned at shutdown: none waits any more.
+        close(consumer, delivery).await;
+        gauge += prefetched_moved(queue);
+        assert_eq!(gauge, 0.0);
     }
 
     #[tokio::test(start_paused = true)]
