@@ -27,9 +27,9 @@
 //! A batch flushes when it holds ten entries, when its oldest entry has waited
 //! [`max_batch_wait`](EngineBuilder::max_batch_wait), or at once when no call of its kind is
 //! in flight: one round trip when idle, full batches at full load. On a standard queue, a
-//! delete batch that the messages still out would fill waits for them (up to the same
-//! `max_batch_wait`) even with no call in flight, so moderate loads send full batches too. Entry ids are positions in the
-//! batch, and a receipt handle appears at most once per batch.
+//! delete batch that the messages still out would fill waits for them, up to twice
+//! `max_batch_wait`, with a call in flight or none, so moderate loads send full batches too.
+//! Entry ids are positions in the batch, and a receipt handle appears at most once per batch.
 //!
 //! ## Example
 //!

@@ -7,8 +7,9 @@
 //!   whatever else its [`Rule`] counts as full;
 //! - at once when no call is in flight ([`FlushReason::Idle`]), so a lone entry takes one
 //!   round trip, unless the entries it [`expect`](Batcher::expect)s would fill the batch: then
-//!   it waits for them, up to `max_wait`;
-//! - when its oldest entry that may go out has waited `max_wait` ([`FlushReason::Deadline`]);
+//!   it waits for them;
+//! - when its oldest entry that may go out has waited `max_wait` ([`FlushReason::Deadline`]),
+//!   or twice that while the entries it expects would fill the batch;
 //! - at once while draining for shutdown ([`FlushReason::Shutdown`]);
 //!
 //! and never while `max_in_flight` of its calls are in flight. What may share a call differs
@@ -32,6 +33,13 @@ pub(crate) use rule::{Admit, Rule};
 
 use crate::limits::MAX_BATCH_ENTRIES;
 
+/// How many times `max_wait` the oldest entry waits while the entries expected would fill its
+/// batch. At a round trip of several milliseconds a call is nearly always in flight, and at
+/// moderate load (about a thousand entries a second) `max_wait` alone sends batches of six to
+/// eight; twice as long fills them (io-50ms at 10 ms a call: 0.210 calls per message, against
+/// 0.223 with one `max_wait`).
+const FILLING_WAITS: u32 = 2;
+
 /// An entry waiting in a [`Batcher`].
 pub(crate) trait Queued {
     /// When it began to wait.
@@ -43,7 +51,8 @@ pub(crate) trait Queued {
 pub(crate) struct BatchConfig {
     /// Entries in a full batch, 1..=[`MAX_BATCH_ENTRIES`].
     pub(crate) max_batch: usize,
-    /// How long the oldest entry may wait while a call is in flight.
+    /// How long the oldest entry may wait while a call is in flight ([`FILLING_WAITS`] times
+    /// that while the entries expected would fill its batch).
     pub(crate) max_wait: Duration,
     /// Calls in flight at once, at most.
     pub(crate) max_in_flight: usize,
@@ -78,8 +87,9 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
     }
 
     /// `entries` more are expected soon, beyond those waiting: while they would fill the
-    /// batch, an idle batcher waits for them, up to `max_wait`, instead of sending a partial
-    /// batch at once. Zero, the start, never waits.
+    /// batch, an idle batcher waits for them instead of sending a partial batch at once, and
+    /// the oldest entry waits [`FILLING_WAITS`] times `max_wait` rather than once. Zero, the
+    /// start, never waits.
     pub(crate) fn expect(&mut self, entries: usize) {
         self.expected = entries;
     }
@@ -95,6 +105,16 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
 
     fn is_full(&self) -> bool {
         self.pending.len() >= self.config.max_batch || self.rule.is_full()
+    }
+
+    /// How long the oldest entry waits for a fuller batch: `max_wait`, or [`FILLING_WAITS`]
+    /// times that while the entries [`expect`](Self::expect)ed would fill the batch.
+    fn wait(&self) -> Duration {
+        if self.pending.len() + self.expected >= self.config.max_batch {
+            self.config.max_wait * FILLING_WAITS
+        } else {
+            self.config.max_wait
+        }
     }
 
     /// The oldest entry that may go out now.
@@ -128,7 +148,7 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
         if !self.has_room() {
             return None;
         }
-        let deadline = self.oldest_ready()?.enqueued_at() + self.config.max_wait;
+        let deadline = self.oldest_ready()?.enqueued_at() + self.wait();
         let reason = if self.is_full() {
             FlushReason::Full
         } else if self.in_flight == 0 && self.pending.len() + self.expected < self.config.max_batch
@@ -179,7 +199,7 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
             return None;
         }
         self.oldest_ready()
-            .map(|oldest| oldest.enqueued_at() + self.config.max_wait)
+            .map(|oldest| oldest.enqueued_at() + self.wait())
     }
 
     /// A call has finished (whatever its answer). What it held back under the rule is the

@@ -5,10 +5,10 @@
 //! that follows the calls' round trip. The token `T` rides along with each entry so the
 //! driver can hand each entry's answer back to whoever is waiting for it.
 //!
-//! A lane flushes a batch when it is full, at once when no call of its kind is in flight (but an
-//! idle delete lane whose batch the deliveries still out would fill waits for them, see
-//! [`Coalescer::expect`]), when its oldest entry has waited `max_wait`, and at once while
-//! draining (see [`crate::batch`]).
+//! A lane flushes a batch when it is full, at once when no call of its kind is in flight, when
+//! its oldest entry has waited `max_wait`, and at once while draining (see [`crate::batch`]).
+//! A delete lane whose batch the deliveries still out would fill waits for them (see
+//! [`Coalescer::expect`]): idle, rather than flush at once, and busy, up to twice `max_wait`.
 //! A batch never carries one receipt handle twice: a second entry for the same handle waits for
 //! the next batch of its lane. On the visibility lane a receipt handle is also in at most one
 //! call at a time, so that the visibility changes of one message (a heartbeat's extension, then
@@ -102,9 +102,11 @@ impl<T> Coalescer<T> {
     }
 
     /// `deliveries` are still out, their handlers yet to settle them: while they and the
-    /// entries waiting would fill a delete batch, an idle delete lane waits for them, up to
-    /// `max_wait`, instead of sending a partial batch at once. At moderate load the handlers'
-    /// deletes then share full calls; a lone message (nothing else out) still goes at once.
+    /// entries waiting would fill a delete batch, an idle delete lane waits for them instead of
+    /// sending a partial batch at once, and the oldest entry waits up to twice `max_wait`
+    /// whether a call is in flight or not. At moderate load the handlers' deletes then share
+    /// full calls, at loopback and at a round trip of many milliseconds alike; a lone message
+    /// (nothing else out) still goes at once.
     /// The visibility lane never waits so: its entries are retries and due extensions.
     pub(crate) fn expect(&mut self, deliveries: usize) {
         self.lane(Lane::Delete).expect(deliveries);
@@ -329,7 +331,7 @@ mod tests {
             c.push(Lane::Delete, entry(&format!("r{i}"), start, i));
         }
         assert!(c.poll_batch(start).is_none(), "waits for the rest");
-        assert_eq!(c.next_deadline(), Some(start + WAIT));
+        assert_eq!(c.next_deadline(), Some(start + WAIT * 2));
         for i in 4..10 {
             c.push(Lane::Delete, entry(&format!("r{i}"), start + WAIT / 2, i));
         }
@@ -337,13 +339,16 @@ mod tests {
         assert_eq!(batch.reason, FlushReason::Full);
         assert_eq!(tokens(&batch), (0..10).collect::<Vec<_>>());
 
-        // The deliveries out may be slow: the batch goes out at the batch wait all the same.
+        // The deliveries out may be slow: the batch goes out at twice the batch wait all the
+        // same.
         let later = start + WAIT * 4;
         c.finish(Lane::Delete, &[]);
         c.expect(9);
         c.push(Lane::Delete, entry("slow", later, 10));
-        assert!(c.poll_batch(later + WAIT / 2).is_none());
-        let batch = c.poll_batch(later + WAIT).expect("due at the wait");
+        assert!(c.poll_batch(later + WAIT).is_none());
+        let batch = c
+            .poll_batch(later + WAIT * 2)
+            .expect("due at twice the wait");
         assert_eq!(batch.reason, FlushReason::Deadline);
         assert_eq!(tokens(&batch), [10]);
     }
@@ -406,6 +411,32 @@ mod tests {
         assert_eq!(batch.reason, FlushReason::Deadline);
         assert_eq!(tokens(&batch), [1, 2]);
         assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn behind_a_call_in_flight_deletes_the_deliveries_out_would_fill_wait_twice_as_long() {
+        let start = Instant::now();
+        let mut c = coalescer(4);
+        c.push(Lane::Delete, entry("busy", start, 0));
+        c.poll_batch(start).expect("idle flush");
+        // Twenty still out: they would fill the batch.
+        c.expect(20);
+        c.push(Lane::Delete, entry("a", start, 1));
+        assert_eq!(c.next_deadline(), Some(start + WAIT * 2));
+        assert!(
+            c.poll_batch(start + WAIT).is_none(),
+            "the deliveries out would fill it"
+        );
+        let batch = c.poll_batch(start + WAIT * 2).expect("deadline");
+        assert_eq!(batch.reason, FlushReason::Deadline);
+        assert_eq!(tokens(&batch), [1]);
+        // Three out and one waiting cannot fill one: the batch wait alone.
+        let later = start + WAIT * 2;
+        c.expect(3);
+        c.push(Lane::Delete, entry("b", later, 2));
+        assert_eq!(c.next_deadline(), Some(later + WAIT));
+        let batch = c.poll_batch(later + WAIT).expect("deadline");
+        assert_eq!(tokens(&batch), [2]);
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub(crate) enum DeleteFill {
     /// Sends it at once. For a FIFO queue, whose next message of a group may wait for the
     /// answer to its delete.
     AtOnce,
-    /// Waits, up to the batch wait, while the deliveries still out would fill it (see
+    /// Waits, up to twice the batch wait, while the deliveries still out would fill it (see
     /// [`Coalescer::expect`]). Counts only the deliveries the heartbeat keeps: with the
     /// heartbeat off, idle batches go at once.
     FromDeliveriesOut,
