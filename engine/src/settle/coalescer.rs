@@ -287,6 +287,16 @@ mod tests {
         assert!(!c.is_backlogged());
     }
 
+    /// A coalescer allowing four calls in flight, with one call of `lane` in flight since `at`
+    /// (the entry "busy", token 0).
+    fn busy(lane: Lane, at: Instant) -> Coalescer<u32> {
+        let mut c = coalescer(4);
+        c.push(lane, entry("busy", at, 0));
+        let batch = c.poll_batch(at).expect("idle flush");
+        assert_eq!(batch.reason, FlushReason::Idle);
+        c
+    }
+
     fn coalescer(max_in_flight: usize) -> Coalescer<u32> {
         Coalescer::new(CoalescerConfig {
             max_batch: 10,
@@ -394,9 +404,7 @@ mod tests {
     #[test]
     fn the_oldest_entry_waits_at_most_max_wait() {
         let start = Instant::now();
-        let mut c = coalescer(4);
-        c.push(Lane::Visibility, entry("busy", start, 0));
-        c.poll_batch(start).expect("idle flush");
+        let mut c = busy(Lane::Visibility, start);
         assert!(
             c.push(Lane::Visibility, entry("a", start, 1)),
             "first pending arms a deadline"
@@ -416,9 +424,7 @@ mod tests {
     #[test]
     fn behind_a_call_in_flight_deletes_the_deliveries_out_would_fill_wait_twice_as_long() {
         let start = Instant::now();
-        let mut c = coalescer(4);
-        c.push(Lane::Delete, entry("busy", start, 0));
-        c.poll_batch(start).expect("idle flush");
+        let mut c = busy(Lane::Delete, start);
         // Twenty still out: they would fill the batch.
         c.expect(20);
         c.push(Lane::Delete, entry("a", start, 1));
@@ -463,9 +469,7 @@ mod tests {
     #[test]
     fn a_batch_never_carries_one_receipt_handle_twice() {
         let now = Instant::now();
-        let mut c = coalescer(4);
-        c.push(Lane::Delete, entry("busy", now, 0));
-        c.poll_batch(now);
+        let mut c = busy(Lane::Delete, now);
         for (i, receipt) in ["x", "y", "x", "z", "x"].into_iter().enumerate() {
             c.push(Lane::Delete, entry(receipt, now, i as u32 + 1));
         }
@@ -528,9 +532,7 @@ mod tests {
     #[test]
     fn draining_sends_everything_at_once() {
         let now = Instant::now();
-        let mut c = coalescer(4);
-        c.push(Lane::Delete, entry("busy", now, 0));
-        c.poll_batch(now);
+        let mut c = busy(Lane::Delete, now);
         c.push(Lane::Delete, entry("a", now, 1));
         assert!(c.poll_batch(now).is_none());
         c.drain();
