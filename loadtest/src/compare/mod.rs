@@ -45,7 +45,7 @@ use tracing::{info, warn};
 use self::handlers_alone::HandlersAlone;
 use self::job::{ChildResult, Job};
 use self::probe::Percentiles;
-pub(crate) use self::scenario::{Scenario, ScenarioKind};
+pub(crate) use self::scenario::{FAST_MESSAGES_AT_LATENCY, Scenario, ScenarioKind};
 use self::summary::Summary;
 pub(crate) use self::systems::System;
 use crate::fill::fill_queue;
@@ -65,12 +65,6 @@ fn localstack_endpoint() -> String {
 
 /// The workspace's scripts, as built.
 const LOCALSTACK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/localstack.sh");
-
-/// How many times the scenario's messages the fast systems run at a latency (see
-/// [`System::runs_long_at_latency`]): with a hundred receives or more in flight, the
-/// scenario's count would be gone in a few round trips, and the rate would be the ramp-up
-/// rather than what the system and the target allow.
-pub(crate) const FAST_MESSAGES_AT_LATENCY: u64 = 8;
 
 /// Where SQS is, for a comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -161,6 +155,12 @@ pub(crate) struct CompareArgs {
     #[arg(long, default_value_t = 0.25)]
     pub(crate) latency_scale: f64,
 
+    /// Scale of the message counts of the naive loop and ruststream-sqs-sns, relative to the
+    /// others' (1.0: the same count). On a slow server they move a few hundred messages a
+    /// second, and their rates and CPU per message are steady on fewer; at least ten.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) slow_scale: f64,
+
     /// Size of each message body, in bytes.
     #[arg(long, default_value_t = 200)]
     pub(crate) body_size: usize,
@@ -196,6 +196,7 @@ impl Default for CompareArgs {
             latency_seed: DEFAULT_SEED,
             latency_ceiling_loops: 128,
             latency_scale: 0.25,
+            slow_scale: 1.0,
             body_size: 200,
             timeout_secs: 300,
             json: None,
@@ -513,6 +514,12 @@ pub(crate) fn finish(args: &CompareArgs, comparison: &Comparison, stem: &str) ->
 ///
 /// As for [`run`].
 pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
+    if !(args.slow_scale.is_finite() && args.slow_scale > 0.0) {
+        bail!(
+            "--slow-scale must be a positive number, not {}",
+            args.slow_scale
+        );
+    }
     let target = Target::start(args).await?;
     let scale = args
         .scale
@@ -588,14 +595,7 @@ pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
                     }
                 );
                 let queue_url = create_queue(&client, &queue).await?;
-                let messages = if system.runs_long_at_latency()
-                    && !scenario.latency.is_none()
-                    && !scenario.light
-                {
-                    scenario.messages * FAST_MESSAGES_AT_LATENCY
-                } else {
-                    scenario.messages
-                };
+                let messages = scenario.messages_for(*system, args.slow_scale);
                 if !scenario.light {
                     let filled = fill_queue(
                         client.clone(),

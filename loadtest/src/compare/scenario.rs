@@ -5,8 +5,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::systems::System;
 use crate::behaviour::Behaviour;
 use crate::server::Latency;
+
+/// How many times the scenario's messages the fast systems run at a latency (see
+/// [`System::runs_long_at_latency`]): with a hundred receives or more in flight, the
+/// scenario's count would be gone in a few round trips, and the rate would be the ramp-up
+/// rather than what the system and the target allow.
+pub(crate) const FAST_MESSAGES_AT_LATENCY: u64 = 8;
 
 /// A scenario, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
@@ -141,6 +148,22 @@ impl Scenario {
         self
     }
 
+    /// How many messages `system` runs: the scenario's count; [`FAST_MESSAGES_AT_LATENCY`]
+    /// times as many for the systems that run long at a latency; `slow_scale` of it (at least
+    /// ten) for the slow ones (see [`System::runs_slow`]). A light scenario's count is the
+    /// same for all.
+    pub(crate) fn messages_for(&self, system: System, slow_scale: f64) -> u64 {
+        if self.light {
+            self.messages
+        } else if system.runs_long_at_latency() && !self.latency.is_none() {
+            self.messages * FAST_MESSAGES_AT_LATENCY
+        } else if system.runs_slow() {
+            ((self.messages as f64 * slow_scale).round() as u64).max(10)
+        } else {
+            self.messages
+        }
+    }
+
     /// The scenario's name, with its latency when there is one: `ack-only`,
     /// `ack-only@sqs`.
     pub(crate) fn label(&self) -> String {
@@ -155,6 +178,24 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_system_runs_its_share_of_the_messages() {
+        let loopback = Scenario::sized(ScenarioKind::AckOnly, 0.25, 64);
+        let at_latency = loopback.clone().at(Latency::SQS, 128);
+        assert_eq!(loopback.messages_for(System::SqsEngine, 0.25), 5_000);
+        assert_eq!(loopback.messages_for(System::SqsEngineBroker, 0.25), 5_000);
+        assert_eq!(loopback.messages_for(System::Naive, 0.25), 1_250);
+        assert_eq!(loopback.messages_for(System::RuststreamSqsSns, 0.25), 1_250);
+        assert_eq!(loopback.messages_for(System::Naive, 1.0), 5_000);
+        assert_eq!(loopback.messages_for(System::Naive, 0.0001), 10, "a floor");
+        assert_eq!(at_latency.messages_for(System::Ceiling, 1.0), 40_000);
+        assert_eq!(at_latency.messages_for(System::SqsEngine, 1.0), 40_000);
+        assert_eq!(at_latency.messages_for(System::SqsEngineBroker, 1.0), 5_000);
+        let light = Scenario::sized(ScenarioKind::Light, 1.0, 64).at(Latency::SQS, 128);
+        assert_eq!(light.messages_for(System::Ceiling, 0.25), 200);
+        assert_eq!(light.messages_for(System::Naive, 0.25), 200);
+    }
 
     #[test]
     fn scenarios_scale_but_keep_a_floor() {

@@ -73,13 +73,20 @@ impl System {
         )
     }
 
-    /// Whether it runs [`FAST_MESSAGES_AT_LATENCY`](super::FAST_MESSAGES_AT_LATENCY) times the
-    /// scenario's messages at a latency: the raw ceiling (a hundred loops or more) and
+    /// Whether it runs [`FAST_MESSAGES_AT_LATENCY`](super::FAST_MESSAGES_AT_LATENCY) times
+    /// the scenario's messages at a latency: the raw ceiling (a hundred loops or more) and
     /// sqs-engine's native API (its receivers grow to the round trip, so the scenario's count
     /// would measure their ramp-up). The others move a few thousand messages a second at most
     /// there and run the scenario's count, which keeps the comparison short.
     pub(crate) fn runs_long_at_latency(self) -> bool {
         matches!(self, Self::Ceiling | Self::SqsEngine)
+    }
+
+    /// Whether `--slow-scale` sizes its runs: the systems that settle one message per call
+    /// (the naive loop, ruststream-sqs-sns), which move a few hundred messages a second on a
+    /// slow server.
+    pub(crate) fn runs_slow(self) -> bool {
+        matches!(self, Self::Naive | Self::RuststreamSqsSns)
     }
 
     /// Whether it runs the FIFO scenario: the systems that keep a group's order. The raw
