@@ -240,61 +240,88 @@ pub(crate) fn fan_out_gates(measured: &Measured) -> Vec<Gate> {
         .collect()
 }
 
-/// Runs the gate: prints the table of each target, then the JSON summary.
-///
-/// # Errors
-///
-/// When a comparison fails to run, the summary cannot be written, or a gate fails.
-pub(crate) async fn run(args: CiArgs) -> Result<()> {
-    let mut targets = vec![(
-        TargetKind::Embedded,
-        Latency::None,
-        args.embedded_messages,
-        args.repetitions,
-    )];
-    if !args.no_latency {
-        targets.push((
-            TargetKind::Embedded,
-            Latency::SQS,
-            args.latency_messages,
-            args.latency_repetitions,
-        ));
-    }
-    if !args.embedded_only {
-        targets.push((
-            TargetKind::Localstack,
+/// One ack-only comparison of the gate: a target, at a latency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct GatedRun {
+    target: TargetKind,
+    latency: Latency,
+    messages: u64,
+    repetitions: u32,
+}
+
+impl GatedRun {
+    /// The gate's comparisons, in order: the embedded server at loopback, then at the SQS-like
+    /// latency, then LocalStack (each but the first as `args` asks).
+    fn all(args: &CiArgs) -> Vec<Self> {
+        let embedded = |latency, messages, repetitions| Self {
+            target: TargetKind::Embedded,
+            latency,
+            messages,
+            repetitions,
+        };
+        let mut runs = vec![embedded(
             Latency::None,
-            args.localstack_messages,
+            args.embedded_messages,
             args.repetitions,
-        ));
+        )];
+        if !args.no_latency {
+            runs.push(embedded(
+                Latency::SQS,
+                args.latency_messages,
+                args.latency_repetitions,
+            ));
+        }
+        if !args.embedded_only {
+            runs.push(Self {
+                target: TargetKind::Localstack,
+                latency: Latency::None,
+                messages: args.localstack_messages,
+                repetitions: args.repetitions,
+            });
+        }
+        runs
     }
-    let mut all_gates = Vec::new();
-    let mut summaries = Vec::new();
-    for (target, latency, messages, repetitions) in targets {
-        let compare_args = CompareArgs {
-            target,
+
+    /// The comparison's arguments.
+    fn compare_args(self) -> CompareArgs {
+        CompareArgs {
+            target: self.target,
             endpoint: None,
             scenarios: vec![ScenarioKind::AckOnly],
-            repetitions,
-            scale: Some(messages as f64 / 20_000.0),
-            latency: vec![latency],
+            repetitions: self.repetitions,
+            scale: Some(self.messages as f64 / 20_000.0),
+            latency: vec![self.latency],
             latency_scale: 1.0,
             timeout_secs: 120,
             // At loopback, as many long polls in flight as the raw ceiling has loops (16), so
             // that on a slow server (LocalStack) both are compared at the same receive
             // concurrency. At a latency, the engine's defaults, as a user runs it, against the
             // ceiling's many loops.
-            receivers: latency.is_none().then_some(16),
+            receivers: self.latency.is_none().then_some(16),
             // On LocalStack the naive loop and ruststream-sqs-sns move some 250 messages a
             // second: a quarter of the count measures their rate and CPU as well, in a quarter
             // of the time.
-            slow_scale: if target == TargetKind::Localstack {
+            slow_scale: if self.target == TargetKind::Localstack {
                 0.25
             } else {
                 1.0
             },
             ..CompareArgs::default()
-        };
+        }
+    }
+}
+
+/// Runs the gate: prints the table of each target, then the JSON summary.
+///
+/// # Errors
+///
+/// When a comparison fails to run, the summary cannot be written, or a gate fails.
+pub(crate) async fn run(args: CiArgs) -> Result<()> {
+    let mut all_gates = Vec::new();
+    let mut summaries = Vec::new();
+    for gated in GatedRun::all(&args) {
+        let (target, latency) = (gated.target, gated.latency);
+        let compare_args = gated.compare_args();
         let comparison = compare(&compare_args).await?;
         eprint!("{}", comparison.summary);
         let stem = if latency.is_none() {
@@ -416,5 +443,49 @@ mod tests {
             .iter()
             .all(|gate| !gate.passed && gate.gated)
         );
+    }
+
+    /// `loadtest ci` parsed from `args`.
+    fn ci_args(args: &[&str]) -> CiArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            ci: CiArgs,
+        }
+        let all = std::iter::once("ci").chain(args.iter().copied());
+        <Cli as clap::Parser>::parse_from(all).ci
+    }
+
+    #[test]
+    fn each_gated_run_holds_the_engine_and_the_slow_systems_to_its_target() {
+        use Latency as L;
+        use TargetKind::{Embedded, Localstack};
+        let runs = GatedRun::all(&ci_args(&[]));
+        let shape: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                let compare = run.compare_args();
+                (
+                    run.target,
+                    run.latency,
+                    compare.receivers,
+                    compare.slow_scale,
+                    compare.scale,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (Embedded, L::None, Some(16), 1.0, Some(0.25)),
+                (Embedded, L::SQS, None, 1.0, Some(0.25)),
+                (Localstack, L::None, Some(16), 0.25, Some(0.3)),
+            ],
+            "the ceiling's 16 long polls at loopback, the engine's defaults at a latency, a \
+             quarter of the slow systems' messages on LocalStack"
+        );
+        let fewer = GatedRun::all(&ci_args(&["--no-latency", "--embedded-only"]));
+        assert_eq!(fewer.len(), 1);
+        assert_eq!(fewer[0].latency, Latency::None);
     }
 }

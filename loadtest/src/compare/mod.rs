@@ -106,9 +106,9 @@ pub(crate) struct CompareArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub(crate) repetitions: u32,
 
-    /// Scale of the message counts (1.0: 20 000 ack-only). Default 1.0 on the embedded
-    /// server, 0.25 elsewhere.
-    #[arg(long)]
+    /// Scale of the message counts (1.0: 20 000 ack-only; this and the other scales are
+    /// above 0 and at most 100). Default 1.0 on the embedded server, 0.25 elsewhere.
+    #[arg(long, value_parser = scenario::parse_scale)]
     pub(crate) scale: Option<f64>,
 
     /// Handler invocations at once, for every system.
@@ -152,13 +152,13 @@ pub(crate) struct CompareArgs {
     /// Scale of the message counts at a latency, relative to `--scale` (the slowest systems
     /// move some 600 messages a second there). The raw ceiling and sqs-engine's native API run
     /// [`FAST_MESSAGES_AT_LATENCY`] times as many.
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.25, value_parser = scenario::parse_scale)]
     pub(crate) latency_scale: f64,
 
     /// Scale of the message counts of the naive loop and ruststream-sqs-sns, relative to the
     /// others' (1.0: the same count). On a slow server they move a few hundred messages a
     /// second, and their rates and CPU per message are steady on fewer; at least ten.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = scenario::parse_scale)]
     pub(crate) slow_scale: f64,
 
     /// Size of each message body, in bytes.
@@ -514,12 +514,6 @@ pub(crate) fn finish(args: &CompareArgs, comparison: &Comparison, stem: &str) ->
 ///
 /// As for [`run`].
 pub(crate) async fn compare(args: &CompareArgs) -> Result<Comparison> {
-    if !(args.slow_scale.is_finite() && args.slow_scale > 0.0) {
-        bail!(
-            "--slow-scale must be a positive number, not {}",
-            args.slow_scale
-        );
-    }
     let target = Target::start(args).await?;
     let scale = args
         .scale

@@ -15,6 +15,27 @@ use crate::server::Latency;
 /// rather than what the system and the target allow.
 pub(crate) const FAST_MESSAGES_AT_LATENCY: u64 = 8;
 
+/// The largest scale of the message counts: 2,000,000 ack-only messages a run.
+const MAX_SCALE: f64 = 100.0;
+
+/// Parses a scale of the message counts (`--scale` and the like): a number above 0, at most
+/// [`MAX_SCALE`].
+///
+/// # Errors
+///
+/// When the text is not a number, or out of that range (0 and below would run the floor of
+/// ten messages, and a non-finite one nothing sensible).
+pub(crate) fn parse_scale(text: &str) -> Result<f64, String> {
+    let scale: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    if scale > 0.0 && scale <= MAX_SCALE {
+        Ok(scale)
+    } else {
+        Err(format!("{scale} is not above 0 and at most {MAX_SCALE}"))
+    }
+}
+
 /// A scenario, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -178,6 +199,15 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scales_out_of_range_are_refused() {
+        assert_eq!(parse_scale("0.25"), Ok(0.25));
+        assert_eq!(parse_scale("100"), Ok(100.0));
+        for refused in ["0", "-1", "100.5", "NaN", "inf", "x"] {
+            assert!(parse_scale(refused).is_err(), "{refused}");
+        }
+    }
 
     #[test]
     fn each_system_runs_its_share_of_the_messages() {
