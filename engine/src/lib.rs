@@ -127,6 +127,7 @@ mod sleep;
 mod sns_api;
 #[cfg(any(test, feature = "bench"))]
 mod stand_in;
+mod take_rate;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod turn;

@@ -19,11 +19,17 @@ use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
 use crate::round_trip::{LIGHT_IN_FLIGHT, LoadedRoundTrip};
+use crate::take_rate::TakeRate;
 
 /// Receives in flight worth having per second of a receive's round trip: enough for 60,000
 /// messages a second (ten a receive), more than one engine process on two cores handles
 /// (about 48,000 at loopback). More only cost CPU and leave batches less full.
 const RECEIVES_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
+
+/// How many times the messages the workers take now the receives in flight may bring: when
+/// receiving is what holds the workers back, the rate they take at doubles every round trip
+/// (at most), and when it is not, a second round of receives is ready when the answers bunch.
+const DEMAND_HEADROOM: f64 = 2.0;
 
 /// The fewest receivers the engine grows to whatever the round trip: a loaded machine answers
 /// loopback calls in well under a millisecond, but its event loop adds its own waits.
@@ -86,6 +92,8 @@ pub(crate) struct Receivers {
     epoch: Instant,
     /// How long a full receive takes, now and unloaded.
     round_trip: LoadedRoundTrip,
+    /// How fast the messages received are handed out.
+    taken: TakeRate,
 }
 
 impl Receivers {
@@ -119,6 +127,7 @@ impl Receivers {
             last_wait_end: AtomicU64::new(0),
             epoch: Instant::now(),
             round_trip: LoadedRoundTrip::default(),
+            taken: TakeRate::default(),
         })
     }
 
@@ -153,6 +162,7 @@ impl Receivers {
                 Some(waiting.saturating_sub(count))
             });
         self.queue.metrics.prefetched(-(count as f64));
+        self.taken.took(count);
         self.ahead.add_permits(count);
     }
 
@@ -194,19 +204,28 @@ impl Receivers {
     }
 
     /// How many receivers are worth running at `round_trip` (a mean, without queueing: see
-    /// [`grow`](Self::grow)): enough receives in flight for
-    /// [`RECEIVES_PER_ROUND_TRIP_SECOND`] (Little's law), at least [`MIN_USEFUL_RECEIVERS`], at
-    /// most `most`.
-    fn useful(&self, round_trip: Duration) -> usize {
-        let by_round_trip =
-            (round_trip.as_secs_f64() * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
-        by_round_trip.max(MIN_USEFUL_RECEIVERS).min(self.most)
+    /// [`grow`](Self::grow)) while the workers take `taken` messages a second (`None`: not
+    /// measured yet). By Little's law, receives in flight = receives a second × round trip:
+    /// enough for [`DEMAND_HEADROOM`] times what the workers take, and for no more than
+    /// [`RECEIVES_PER_ROUND_TRIP_SECOND`]; at least [`MIN_USEFUL_RECEIVERS`], at most `most`.
+    fn useful(&self, round_trip: Duration, taken: Option<f64>) -> usize {
+        let seconds = round_trip.as_secs_f64();
+        let by_round_trip = (seconds * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
+        let batch = f64::from(self.config.max_messages.max(1));
+        let by_demand = taken.map_or(usize::MAX, |taken| {
+            (DEMAND_HEADROOM * taken / batch * seconds).ceil() as usize
+        });
+        by_round_trip
+            .min(by_demand)
+            .max(MIN_USEFUL_RECEIVERS)
+            .min(self.most)
     }
 
     /// After a full receive, given the workers' `demand`: starts more receivers (handing each
     /// a clone of `out`) when
     /// - the workers are short of messages (see [`Demand::short`]);
-    /// - fewer run than are worth it at the round trip now;
+    /// - fewer run than are worth it at the round trip now and the rate the workers take
+    ///   messages at (see [`useful`](Self::useful));
     /// - the receives do not queue at SQS (the round trip now stays within twice the unloaded
     ///   one: past that, more receives in flight only wait longer, as on a server short of
     ///   CPU);
@@ -225,7 +244,9 @@ impl Receivers {
             .round_trip
             .unloaded()
             .and(self.round_trip.now())
-            .map_or(LIGHT_IN_FLIGHT.min(self.most), |now| self.useful(now));
+            .map_or(LIGHT_IN_FLIGHT.min(self.most), |now| {
+                self.useful(now, self.taken.per_second(Instant::now(), now))
+            });
         let mut started = 0;
         let _ = self
             .active
@@ -841,6 +862,36 @@ mod tests {
             .expect("runs");
         let most = api.most_receives_under_way();
         assert!(most <= 8, "{most} receives in flight at once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn receivers_bring_twice_what_the_workers_take() {
+        // 50 ms a receive, and 64 workers that take 20 ms a message: they take 3,200 messages a
+        // second, which twice over is 32 receives in flight. The round trip alone would be
+        // worth 128 (the default cap), and the prefetch has room for all of their batches.
+        let api = StandIn::receiving_script(full_receives(0, 1_000, Duration::from_millis(50)));
+        let engine = Engine::builder()
+            .api(Arc::clone(&api))
+            .queue("q")
+            .workers(64)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine");
+        engine
+            .run(
+                |_message: crate::Message| async {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    crate::Outcome::Ack
+                },
+                tokio::time::sleep(Duration::from_secs(2)),
+            )
+            .await
+            .expect("runs");
+        let most = api.most_receives_under_way();
+        assert!(
+            (16..=40).contains(&most),
+            "{most} receives in flight at once"
+        );
     }
 
     #[tokio::test(start_paused = true)]
