@@ -717,6 +717,33 @@ mod tests {
         assert!(stats.messages_received > 0);
     }
 
+    /// Runs an engine of `workers` on `api` for two seconds, each handling a message for
+    /// `handling` and acking it; returns the most receives that were under way at once.
+    async fn most_receives_with_workers(
+        api: &Arc<StandIn>,
+        workers: usize,
+        handling: Duration,
+    ) -> usize {
+        let engine = Engine::builder()
+            .api(Arc::clone(api))
+            .queue("q")
+            .workers(workers)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine");
+        engine
+            .run(
+                move |_message: crate::Message| async move {
+                    tokio::time::sleep(handling).await;
+                    crate::Outcome::Ack
+                },
+                tokio::time::sleep(Duration::from_secs(2)),
+            )
+            .await
+            .expect("runs");
+        api.most_receives_under_way()
+    }
+
     /// How much the `sqs_engine_messages_prefetched` gauge of `queue` moved since the last
     /// call (the debugging recorder, which this test binary installs once and no other test
     /// here reads, hands out a gauge's value and zeroes it).
@@ -843,24 +870,7 @@ mod tests {
         // receive batches wait for the workers; after that no worker waits for messages, so
         // none starts, whatever the round trip would allow (128 receivers at 50 ms).
         let api = StandIn::receiving_script(full_receives(0, 400, Duration::from_millis(50)));
-        let engine = Engine::builder()
-            .api(Arc::clone(&api))
-            .queue("q")
-            .workers(4)
-            .visibility_timeout(Duration::from_secs(30))
-            .build()
-            .expect("engine");
-        engine
-            .run(
-                |_message: crate::Message| async {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    crate::Outcome::Ack
-                },
-                tokio::time::sleep(Duration::from_secs(2)),
-            )
-            .await
-            .expect("runs");
-        let most = api.most_receives_under_way();
+        let most = most_receives_with_workers(&api, 4, Duration::from_millis(100)).await;
         assert!(most <= 8, "{most} receives in flight at once");
     }
 
@@ -870,24 +880,7 @@ mod tests {
         // second, which twice over is 32 receives in flight. The round trip alone would be
         // worth 128 (the default cap), and the prefetch has room for all of their batches.
         let api = StandIn::receiving_script(full_receives(0, 1_000, Duration::from_millis(50)));
-        let engine = Engine::builder()
-            .api(Arc::clone(&api))
-            .queue("q")
-            .workers(64)
-            .visibility_timeout(Duration::from_secs(30))
-            .build()
-            .expect("engine");
-        engine
-            .run(
-                |_message: crate::Message| async {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    crate::Outcome::Ack
-                },
-                tokio::time::sleep(Duration::from_secs(2)),
-            )
-            .await
-            .expect("runs");
-        let most = api.most_receives_under_way();
+        let most = most_receives_with_workers(&api, 64, Duration::from_millis(20)).await;
         assert!(
             (16..=40).contains(&most),
             "{most} receives in flight at once"
