@@ -11,6 +11,8 @@
 
 use std::time::Duration;
 
+use crate::number_arg::parse_number_in;
+
 /// What the handler does, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Behaviour {
@@ -156,14 +158,7 @@ pub(crate) fn parse_group_seq(body: &str) -> Option<(u64, u64)> {
 ///
 /// When the text is not a number, or out of range.
 pub(crate) fn parse_share(text: &str) -> Result<f64, String> {
-    let share: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number"))?;
-    if (0.0..=1.0).contains(&share) {
-        Ok(share)
-    } else {
-        Err(format!("{share} is not in 0..=1"))
-    }
+    parse_number_in(text, |share| (0.0..=1.0).contains(&share), "in 0..=1")
 }
 
 #[cfg(test)]

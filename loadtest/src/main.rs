@@ -31,6 +31,7 @@ mod behaviour;
 mod compare;
 mod consume;
 mod fill;
+mod number_arg;
 mod progress;
 mod report;
 mod seed;

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::systems::System;
 use crate::behaviour::Behaviour;
+use crate::number_arg::parse_number_in;
 use crate::server::Latency;
 
 /// How many times the scenario's messages the fast systems run at a latency (see
@@ -26,14 +27,11 @@ const MAX_SCALE: f64 = 100.0;
 /// When the text is not a number, or out of that range (0 and below would run the floor of
 /// ten messages, and a non-finite one nothing sensible).
 pub(crate) fn parse_scale(text: &str) -> Result<f64, String> {
-    let scale: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number"))?;
-    if scale > 0.0 && scale <= MAX_SCALE {
-        Ok(scale)
-    } else {
-        Err(format!("{scale} is not above 0 and at most {MAX_SCALE}"))
-    }
+    parse_number_in(
+        text,
+        |scale| scale > 0.0 && scale <= MAX_SCALE,
+        &format!("above 0 and at most {MAX_SCALE}"),
+    )
 }
 
 /// A scenario, by name.
