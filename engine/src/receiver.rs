@@ -23,7 +23,8 @@ use crate::take_rate::TakeRate;
 
 /// Receives in flight worth having per second of a receive's round trip: enough for 60,000
 /// messages a second (ten a receive), more than one engine process on two cores handles
-/// (about 48,000 at loopback). More only cost CPU and leave batches less full.
+/// (`loadtest compare` at loopback, ack-only: about 16,000 to 24,000 with the embedded server
+/// on the same cores). More only cost CPU and leave batches less full.
 const RECEIVES_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
 
 /// How many times the messages the workers take now the receives in flight may bring: when

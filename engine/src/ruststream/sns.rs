@@ -27,7 +27,7 @@ use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 const _: () = assert!(crate::limits::MAX_BATCH_ENTRIES <= MAX_PUBLISH_ENTRIES);
 
 /// The topic a destination names: an ARN as it is, a name mapped onto the characters SNS takes
-/// the way a queue name is (see [`queue_name`](super::queue_name)), a `.fifo` suffix kept.
+/// the way a queue name is (see [`super::queue_name`]), a `.fifo` suffix kept.
 pub(crate) fn topic_name(destination: &str) -> Cow<'_, str> {
     if destination.starts_with("arn:") {
         Cow::Borrowed(destination)

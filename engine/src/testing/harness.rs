@@ -84,7 +84,7 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// The [`SqsApi`] the watching subscription receives through.
+    /// The [`SqsApi`](crate::SqsApi) the watching subscription receives through.
     pub(crate) fn reader(&self) -> Reader {
         Reader {
             sqs: self.sqs.clone(),

@@ -28,7 +28,7 @@ pub(super) struct Queue {
     pub(super) deduplication: Deduplication<()>,
     pub(super) sent: Vec<SentMessage>,
     /// The subscriptions reading the queue, oldest first: only a watched queue's messages are
-    /// counted, and only the oldest subscription receives (see [`Reader`]).
+    /// counted, and only the oldest subscription receives (see [`Reader`](super::harness::Reader)).
     pub(super) watchers: Vec<u64>,
     /// On a FIFO queue, what each `ReceiveRequestAttemptId` got, and when.
     pub(super) attempts: HashMap<String, (Instant, Vec<ReceivedMessage>)>,

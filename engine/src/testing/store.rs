@@ -25,7 +25,7 @@ use crate::limits::MAX_VISIBILITY_SECS;
 #[derive(Default)]
 pub(super) struct State {
     pub(super) queues: HashMap<String, Queue>,
-    /// What was applied, in order; `None` unless made [`journaled`](InProcessSqs::journaled).
+    /// What was applied, in order; `None` unless made [`journaled`](super::InProcessSqs::journaled).
     pub(super) journal: Option<Vec<Applied>>,
     pub(super) next_id: u64,
     pub(super) observer: Option<Arc<dyn Observer>>,
