@@ -701,16 +701,31 @@ mod tests {
 
     /// Runs an acking engine with up to `receivers` receivers on `api` until `until`.
     async fn run_acking(api: &Arc<StandIn>, receivers: usize, until: Duration) {
-        let engine = Engine::builder()
+        run_handling(api, |b| b.receivers(receivers), Duration::ZERO, until).await;
+    }
+
+    /// Runs an engine on `api`, built by `configure`, until `until`, each handler taking
+    /// `handling` and acking.
+    async fn run_handling(
+        api: &Arc<StandIn>,
+        configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
+        handling: Duration,
+        until: Duration,
+    ) {
+        let builder = Engine::builder()
             .api(Arc::clone(api))
             .queue("q")
-            .receivers(receivers)
-            .visibility_timeout(Duration::from_secs(30))
+            .visibility_timeout(Duration::from_secs(30));
+        let stats = configure(builder)
             .build()
-            .expect("engine");
-        let stats = engine
+            .expect("engine")
             .run(
-                |_message: crate::Message| async { crate::Outcome::Ack },
+                move |_message: crate::Message| async move {
+                    if !handling.is_zero() {
+                        tokio::time::sleep(handling).await;
+                    }
+                    crate::Outcome::Ack
+                },
                 tokio::time::sleep(until),
             )
             .await
@@ -725,23 +740,13 @@ mod tests {
         workers: usize,
         handling: Duration,
     ) -> usize {
-        let engine = Engine::builder()
-            .api(Arc::clone(api))
-            .queue("q")
-            .workers(workers)
-            .visibility_timeout(Duration::from_secs(30))
-            .build()
-            .expect("engine");
-        engine
-            .run(
-                move |_message: crate::Message| async move {
-                    tokio::time::sleep(handling).await;
-                    crate::Outcome::Ack
-                },
-                tokio::time::sleep(Duration::from_secs(2)),
-            )
-            .await
-            .expect("runs");
+        run_handling(
+            api,
+            |b| b.workers(workers),
+            handling,
+            Duration::from_secs(2),
+        )
+        .await;
         api.most_receives_under_way()
     }
 
