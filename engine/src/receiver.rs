@@ -557,22 +557,10 @@ fn oldest_age(deliveries: &[Delivery]) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
     use crate::Engine;
-    use crate::api::{CallError, ReceivedMessage};
-    use crate::stand_in::StandIn;
-
-    fn message(id: &str) -> ReceivedMessage {
-        ReceivedMessage {
-            message_id: id.to_owned(),
-            receipt_handle: format!("{id}-receipt"),
-            body: "body".to_owned(),
-            attributes: HashMap::from([("ApproximateReceiveCount".to_owned(), "1".to_owned())]),
-            message_attributes: HashMap::new(),
-        }
-    }
+    use crate::api::CallError;
+    use crate::stand_in::{StandIn, full_receives, message};
 
     /// A consumer of `queue` on `api` with one receiver (and a 30 s visibility timeout).
     async fn consumer(api: &Arc<StandIn>, queue: &str) -> crate::Consumer {
@@ -681,22 +669,6 @@ mod tests {
         let delivery = consumer.recv().await.expect("the message");
         assert_eq!(api.attempt_ids().first(), Some(&None));
         close(consumer, delivery).await;
-    }
-
-    /// `count` receive answers of a full batch each, after `delay`, with ids from `first`.
-    fn full_receives(
-        first: usize,
-        count: usize,
-        delay: Duration,
-    ) -> Vec<crate::stand_in::ReceiveAnswer> {
-        (0..count)
-            .map(|batch| {
-                let messages = (0..10)
-                    .map(|i| message(&format!("m{}", first + batch * 10 + i)))
-                    .collect();
-                (delay, Ok(messages))
-            })
-            .collect()
     }
 
     /// Runs an acking engine with up to `receivers` receivers on `api` until `until`.

@@ -301,3 +301,31 @@ impl SqsApi for StandIn {
         })
     }
 }
+
+/// A message of id `id` as a receive brings it, on its first delivery.
+#[cfg(test)]
+pub(crate) fn message(id: &str) -> ReceivedMessage {
+    ReceivedMessage {
+        message_id: id.to_owned(),
+        receipt_handle: format!("{id}-receipt"),
+        body: "body".to_owned(),
+        attributes: std::collections::HashMap::from([(
+            "ApproximateReceiveCount".to_owned(),
+            "1".to_owned(),
+        )]),
+        message_attributes: std::collections::HashMap::new(),
+    }
+}
+
+/// `count` receive answers of a full batch each, after `delay`, with ids `m{first}` on.
+#[cfg(test)]
+pub(crate) fn full_receives(first: usize, count: usize, delay: Duration) -> Vec<ReceiveAnswer> {
+    (0..count)
+        .map(|batch| {
+            let messages = (0..10)
+                .map(|i| message(&format!("m{}", first + batch * 10 + i)))
+                .collect();
+            (delay, Ok(messages))
+        })
+        .collect()
+}
