@@ -184,6 +184,7 @@ impl DispatchBench {
                 redrive: None,
                 create_if_missing: false,
                 health: crate::health::HealthCells::new("q", crate::health::DEFAULT_GIVE_UP_AFTER),
+                answers_awaited: true,
             },
             Arc::new(StatsCells::default()),
         )

@@ -590,6 +590,7 @@ mod tests {
                     QUEUE,
                     crate::health::DEFAULT_GIVE_UP_AFTER,
                 ),
+                answers_awaited: true,
             },
             Arc::new(crate::metrics::StatsCells::default()),
         )

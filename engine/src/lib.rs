@@ -27,8 +27,10 @@
 //! A batch flushes when it holds ten entries, when its oldest entry has waited
 //! [`max_batch_wait`](EngineBuilder::max_batch_wait), or at once when no call of its kind is
 //! in flight: one round trip when idle, full batches at full load. On a standard queue, a
-//! delete batch that the messages still out would fill waits for them, up to twice
-//! `max_batch_wait`, with a call in flight or none, so moderate loads send full batches too.
+//! delete batch that the messages still out would fill waits for them, with a call in flight or
+//! none, so moderate loads send full batches too: up to twenty times `max_batch_wait` (at most
+//! 100 ms) under [`Engine::run`], where no handler waits for the answer, and up to twice
+//! `max_batch_wait` for a [`Consumer`]'s deliveries, whose answers may be awaited.
 //! Entry ids are positions in the batch, and a receipt handle appears at most once per batch.
 //!
 //! ## Example

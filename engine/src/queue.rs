@@ -62,6 +62,10 @@ pub(crate) struct OpenOptions {
     pub(crate) create_if_missing: bool,
     /// The engine's health view, which the receivers keep.
     pub(crate) health: Arc<HealthCells>,
+    /// Whether whoever settles a delivery may wait for SQS's answer (a consumer's caller, the
+    /// broker), rather than the engine settling on its own: a delete then waits less for
+    /// others to share its call (see [`DeleteFill`]).
+    pub(crate) answers_awaited: bool,
 }
 
 /// A redrive policy: after `max_receive_count` receives, SQS moves a message to
@@ -140,8 +144,10 @@ impl QueueRuntime {
             // A FIFO group's next message may wait for the answer to a delete.
             delete_fill: if attributes.fifo {
                 DeleteFill::AtOnce
-            } else {
+            } else if options.answers_awaited {
                 DeleteFill::FromDeliveriesOut
+            } else {
+                DeleteFill::FromDeliveriesOutDetached
             },
         }));
         let runtime = Self {

@@ -9,7 +9,7 @@
 //!   round trip, unless the entries it [`expect`](Batcher::expect)s would fill the batch: then
 //!   it waits for them;
 //! - when its oldest entry that may go out has waited `max_wait` ([`FlushReason::Deadline`]),
-//!   or twice that while the entries it expects would fill the batch;
+//!   or the patience its caller gave while the entries it expects would fill the batch;
 //! - at once while draining for shutdown ([`FlushReason::Shutdown`]);
 //!
 //! and never while `max_in_flight` of its calls are in flight. What may share a call differs
@@ -33,13 +33,6 @@ pub(crate) use rule::{Admit, Rule};
 
 use crate::limits::MAX_BATCH_ENTRIES;
 
-/// How many times `max_wait` the oldest entry waits while the entries expected would fill its
-/// batch. At a round trip of several milliseconds a call is nearly always in flight, and at
-/// moderate load (about a thousand entries a second) `max_wait` alone sends batches of six to
-/// eight; twice as long fills them (io-50ms at 10 ms a call: 0.210 calls per message, against
-/// 0.223 with one `max_wait`).
-const FILLING_WAITS: u32 = 2;
-
 /// An entry waiting in a [`Batcher`].
 pub(crate) trait Queued {
     /// When it began to wait.
@@ -51,8 +44,8 @@ pub(crate) trait Queued {
 pub(crate) struct BatchConfig {
     /// Entries in a full batch, 1..=[`MAX_BATCH_ENTRIES`].
     pub(crate) max_batch: usize,
-    /// How long the oldest entry may wait while a call is in flight ([`FILLING_WAITS`] times
-    /// that while the entries expected would fill its batch).
+    /// How long the oldest entry may wait while a call is in flight (longer while the entries
+    /// expected would fill its batch: see [`Batcher::expect`]).
     pub(crate) max_wait: Duration,
     /// Calls in flight at once, at most.
     pub(crate) max_in_flight: usize,
@@ -68,6 +61,8 @@ pub(crate) struct Batcher<E, R> {
     draining: bool,
     /// Entries expected soon beyond those waiting (see [`expect`](Self::expect)).
     expected: usize,
+    /// How long the oldest entry waits while the entries expected would fill its batch.
+    patience: Duration,
 }
 
 impl<E: Queued, R: Rule<E>> Batcher<E, R> {
@@ -83,15 +78,17 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
             in_flight: 0,
             draining: false,
             expected: 0,
+            patience: Duration::ZERO,
         }
     }
 
     /// `entries` more are expected soon, beyond those waiting: while they would fill the
     /// batch, an idle batcher waits for them instead of sending a partial batch at once, and
-    /// the oldest entry waits [`FILLING_WAITS`] times `max_wait` rather than once. Zero, the
-    /// start, never waits.
-    pub(crate) fn expect(&mut self, entries: usize) {
+    /// the oldest entry waits up to `patience` (`max_wait` if that is longer) rather than
+    /// `max_wait`. Zero entries, the start, never waits.
+    pub(crate) fn expect(&mut self, entries: usize, patience: Duration) {
         self.expected = entries;
+        self.patience = patience;
     }
 
     /// Allows `max_in_flight` calls in flight from now on (at least one).
@@ -107,11 +104,11 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
         self.pending.len() >= self.config.max_batch || self.rule.is_full()
     }
 
-    /// How long the oldest entry waits for a fuller batch: `max_wait`, or [`FILLING_WAITS`]
-    /// times that while the entries [`expect`](Self::expect)ed would fill the batch.
+    /// How long the oldest entry waits for a fuller batch: `max_wait`, or the patience given
+    /// while the entries [`expect`](Self::expect)ed would fill the batch.
     fn wait(&self) -> Duration {
         if self.pending.len() + self.expected >= self.config.max_batch {
-            self.config.max_wait * FILLING_WAITS
+            self.patience.max(self.config.max_wait)
         } else {
             self.config.max_wait
         }

@@ -210,7 +210,10 @@ impl EngineBuilder {
     /// How long a settlement may wait for others to share its batch call while a call of its
     /// kind is in flight, up to 1 s. An entry goes out at once when no call of its kind is in
     /// flight, unless it is a delete on a standard queue and the messages still out would fill
-    /// its batch: such a delete waits for them up to twice this long, call in flight or not.
+    /// its batch: such a delete waits for them, call in flight or not, up to twenty times this
+    /// long (at most 100 ms, and never less than twice this) under [`Engine::run`] and
+    /// [`Engine::run_batches`], where no handler waits for the answer, and up to twice this
+    /// long for a [`Consumer`](crate::Consumer)'s deliveries, whose answers may be awaited.
     /// Every entry goes with the batch as soon as ten are waiting. Default 5 ms.
     pub fn max_batch_wait(mut self, wait: Duration) -> Self {
         self.max_batch_wait = wait;

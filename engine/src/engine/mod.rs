@@ -201,14 +201,16 @@ impl Engine {
     /// As for [`run`](Self::run).
     pub async fn consumer_on(self, runtime: &tokio::runtime::Handle) -> Result<Consumer, Error> {
         let order = self.fifo_order;
-        self.open_consumer(runtime, Some(order)).await
+        self.open_consumer(runtime, Some(order), true).await
     }
 
-    /// Opens the queue and starts its consumer; `fifo_order` as [`ConsumerConfig::fifo_order`].
+    /// Opens the queue and starts its consumer; `fifo_order` as [`ConsumerConfig::fifo_order`],
+    /// `answers_awaited` as [`OpenOptions::answers_awaited`].
     async fn open_consumer(
         self,
         runtime: &tokio::runtime::Handle,
         fifo_order: Option<FifoOrder>,
+        answers_awaited: bool,
     ) -> Result<Consumer, Error> {
         let (mut queue, _attributes) = QueueRuntime::open(
             Arc::clone(&self.api),
@@ -221,6 +223,7 @@ impl Engine {
                 redrive: self.redrive.clone(),
                 create_if_missing: self.create_if_missing,
                 health: Arc::clone(&self.health),
+                answers_awaited,
             },
             Arc::clone(&self.stats),
         )
@@ -261,7 +264,8 @@ impl Engine {
             Dispatch::Batch(_) => None,
         };
         let consumer = self
-            .open_consumer(&tokio::runtime::Handle::current(), fifo_order)
+            // The handlers' settlements are the engine's to send: none waits for an answer.
+            .open_consumer(&tokio::runtime::Handle::current(), fifo_order, false)
             .await?;
         // The dispatch loop runs as a task of the runtime, not on the caller's thread (often
         // the `block_on` of `main`): the handlers it starts and the wake-ups it gets then stay
@@ -288,5 +292,50 @@ impl Engine {
             }),
             None => Ok(stats.snapshot()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::stand_in::{StandIn, full_receives};
+    use crate::{Engine, Message, Outcome};
+
+    #[tokio::test(start_paused = true)]
+    async fn handlers_in_step_share_full_delete_calls() {
+        // 640 messages, 64 workers of 50 ms each: their acks come in bursts 50 ms apart, and
+        // each burst leaves a partial batch that only the next burst fills.
+        let api = StandIn::receiving_script_settling_in(
+            full_receives(0, 64, Duration::from_millis(5)),
+            Duration::from_millis(5),
+        );
+        let stats = Engine::builder()
+            .api(Arc::clone(&api))
+            .queue("q")
+            .workers(64)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine")
+            .run(
+                |_message: Message| async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Outcome::Ack
+                },
+                tokio::time::sleep(Duration::from_secs(3)),
+            )
+            .await
+            .expect("runs");
+        assert_eq!(stats.messages_received, 640);
+        let calls = api.calls();
+        let entries: usize = calls.iter().map(Vec::len).sum();
+        assert_eq!(entries, 640, "every message deleted once");
+        let partial = calls.iter().filter(|call| call.len() < 10).count();
+        assert!(
+            partial <= 1,
+            "{partial} of {} delete calls went out partly filled",
+            calls.len()
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! A lane flushes a batch when it is full, at once when no call of its kind is in flight, when
 //! its oldest entry has waited `max_wait`, and at once while draining (see [`crate::batch`]).
 //! A delete lane whose batch the deliveries still out would fill waits for them (see
-//! [`Coalescer::expect`]): idle, rather than flush at once, and busy, up to twice `max_wait`.
+//! [`Coalescer::expect`]): idle, rather than flush at once, and busy, up to the patience given.
 //! A batch never carries one receipt handle twice: a second entry for the same handle waits for
 //! the next batch of its lane. On the visibility lane a receipt handle is also in at most one
 //! call at a time, so that the visibility changes of one message (a heartbeat's extension, then
@@ -103,13 +103,13 @@ impl<T> Coalescer<T> {
 
     /// `deliveries` are still out, their handlers yet to settle them: while they and the
     /// entries waiting would fill a delete batch, an idle delete lane waits for them instead of
-    /// sending a partial batch at once, and the oldest entry waits up to twice `max_wait`
-    /// whether a call is in flight or not. At moderate load the handlers' deletes then share
-    /// full calls, at loopback and at a round trip of many milliseconds alike; a lone message
-    /// (nothing else out) still goes at once.
+    /// sending a partial batch at once, and the oldest entry waits up to `patience` (at least
+    /// `max_wait`) whether a call is in flight or not. At moderate load the handlers' deletes
+    /// then share full calls, at loopback and at a round trip of many milliseconds alike; a
+    /// lone message (nothing else out) still goes at once.
     /// The visibility lane never waits so: its entries are retries and due extensions.
-    pub(crate) fn expect(&mut self, deliveries: usize) {
-        self.lane(Lane::Delete).expect(deliveries);
+    pub(crate) fn expect(&mut self, deliveries: usize, patience: Duration) {
+        self.lane(Lane::Delete).expect(deliveries, patience);
     }
 
     fn lane(&mut self, lane: Lane) -> &mut Batcher<Entry<T>, DistinctKeys> {
@@ -336,7 +336,7 @@ mod tests {
         let start = Instant::now();
         let mut c = coalescer(4);
         // Six deliveries still out: with four waiting, they would fill the batch.
-        c.expect(6);
+        c.expect(6, WAIT * 2);
         for i in 0..4 {
             c.push(Lane::Delete, entry(&format!("r{i}"), start, i));
         }
@@ -353,7 +353,7 @@ mod tests {
         // same.
         let later = start + WAIT * 4;
         c.finish(Lane::Delete, &[]);
-        c.expect(9);
+        c.expect(9, WAIT * 2);
         c.push(Lane::Delete, entry("slow", later, 10));
         assert!(c.poll_batch(later + WAIT).is_none());
         let batch = c
@@ -368,14 +368,14 @@ mod tests {
         let now = Instant::now();
         let mut c = coalescer(4);
         // Five out and four waiting: nine, one short of a batch.
-        c.expect(5);
+        c.expect(5, WAIT * 2);
         for i in 0..4 {
             c.push(Lane::Delete, entry(&format!("r{i}"), now, i));
         }
         let batch = c.poll_batch(now).expect("idle flush");
         assert_eq!(batch.reason, FlushReason::Idle);
         // The visibility lane never waits: its entries are retries, and extensions that fall due.
-        c.expect(100);
+        c.expect(100, WAIT * 2);
         c.push(Lane::Visibility, entry("v", now, 9));
         let batch = c.poll_batch(now).expect("idle flush");
         assert_eq!(batch.lane, Lane::Visibility);
@@ -426,7 +426,7 @@ mod tests {
         let start = Instant::now();
         let mut c = busy(Lane::Delete, start);
         // Twenty still out: they would fill the batch.
-        c.expect(20);
+        c.expect(20, WAIT * 2);
         c.push(Lane::Delete, entry("a", start, 1));
         assert_eq!(c.next_deadline(), Some(start + WAIT * 2));
         assert!(
@@ -438,7 +438,7 @@ mod tests {
         assert_eq!(tokens(&batch), [1]);
         // Three out and one waiting cannot fill one: the batch wait alone.
         let later = start + WAIT * 2;
-        c.expect(3);
+        c.expect(3, WAIT * 2);
         c.push(Lane::Delete, entry("b", later, 2));
         assert_eq!(c.next_deadline(), Some(later + WAIT));
         let batch = c.poll_batch(later + WAIT).expect("deadline");

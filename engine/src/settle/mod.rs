@@ -703,6 +703,7 @@ mod tests {
                 redrive: None,
                 create_if_missing: false,
                 health: crate::health::HealthCells::new("q", crate::health::DEFAULT_GIVE_UP_AFTER),
+                answers_awaited: true,
             },
             Arc::new(StatsCells::default()),
         )
