@@ -82,17 +82,20 @@ async fn ten_thousand_acks_cost_at_most_0_21_calls_per_message() {
         0,
         "the proxy only forwards"
     );
-    // Every receive reached the proxy on its way to LocalStack; those the engine abandoned at
-    // shutdown (counted by it, and by SQS as requests) got no answer through it.
+    // Every receive reached the proxy on its way to LocalStack. Those the engine abandoned at
+    // shutdown (counted by it, and by SQS as requests) were answered too when LocalStack's
+    // answer beat the closing of their connection, which is a race: each may count or not.
     assert_eq!(
         proxy.attempt_ids().len() as u64,
         receives,
         "the receives the engine counted went out"
     );
-    assert_eq!(
-        wire.action("ReceiveMessage").forwarded,
-        receives - stats.abandoned_receives,
-        "LocalStack answered every receive the engine did not abandon"
+    let answered = wire.action("ReceiveMessage").forwarded;
+    assert!(
+        (receives - stats.abandoned_receives..=receives).contains(&answered),
+        "LocalStack answered every receive the engine did not abandon: {answered} answered of \
+         {receives}, {} abandoned",
+        stats.abandoned_receives
     );
     assert_eq!(
         wire.action("DeleteMessageBatch").forwarded,
