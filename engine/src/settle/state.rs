@@ -94,8 +94,9 @@ const AWAITED_FILLING_WAITS: u32 = 2;
 const DETACHED_FILLING_WAITS: u32 = 20;
 
 /// The longest a delete waits for the deliveries still out when no handler waits for its
-/// answer: the wait only delays when SQS learns of the delete, and this keeps that far below
-/// any visibility timeout a queue is run with.
+/// answer (unless twice the batch wait is longer): the wait only delays when SQS learns of the
+/// delete. It applies only while the heartbeat keeps the deliveries out, and the heartbeat
+/// extends a delivery a margin of at least a second before its deadline, ten times this.
 const DETACHED_FILLING_CAP: Duration = Duration::from_millis(100);
 
 impl DeleteFill {
