@@ -184,7 +184,8 @@ impl DispatchBench {
                 redrive: None,
                 create_if_missing: false,
                 health: crate::health::HealthCells::new("q", crate::health::DEFAULT_GIVE_UP_AFTER),
-                answers_awaited: true,
+                // As under `Engine::run`: no handler waits for an answer.
+                answers: crate::settle::Answers::Detached,
             },
             Arc::new(StatsCells::default()),
         )

@@ -590,7 +590,7 @@ mod tests {
                     QUEUE,
                     crate::health::DEFAULT_GIVE_UP_AFTER,
                 ),
-                answers_awaited: true,
+                answers: crate::settle::Answers::Awaited,
             },
             Arc::new(crate::metrics::StatsCells::default()),
         )

@@ -17,7 +17,7 @@ use crate::retry;
 use crate::round_trip::RoundTrip;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
-use crate::settle::{DeleteFill, Settler, SettlerConfig};
+use crate::settle::{Answers, DeleteFill, Settler, SettlerConfig};
 
 /// SQS's default visibility timeout, used when the queue does not say.
 const DEFAULT_VISIBILITY_SECS: u32 = 30;
@@ -62,10 +62,9 @@ pub(crate) struct OpenOptions {
     pub(crate) create_if_missing: bool,
     /// The engine's health view, which the receivers keep.
     pub(crate) health: Arc<HealthCells>,
-    /// Whether whoever settles a delivery may wait for SQS's answer (a consumer's caller, the
-    /// broker), rather than the engine settling on its own: a delete then waits less for
-    /// others to share its call (see [`DeleteFill`]).
-    pub(crate) answers_awaited: bool,
+    /// Whether whoever settles a delivery may wait for SQS's answer: a delete waits less for
+    /// others to share its call when one may (see [`DeleteFill`]).
+    pub(crate) answers: Answers,
 }
 
 /// A redrive policy: after `max_receive_count` receives, SQS moves a message to
@@ -141,14 +140,7 @@ impl QueueRuntime {
             coalescer: options.coalescer,
             heartbeat,
             round_trip: Arc::clone(&round_trip),
-            // A FIFO group's next message may wait for the answer to a delete.
-            delete_fill: if attributes.fifo {
-                DeleteFill::AtOnce
-            } else if options.answers_awaited {
-                DeleteFill::FromDeliveriesOut
-            } else {
-                DeleteFill::FromDeliveriesOutDetached
-            },
+            delete_fill: DeleteFill::for_queue(attributes.fifo, options.answers),
         }));
         let runtime = Self {
             name,

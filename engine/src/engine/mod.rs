@@ -19,6 +19,7 @@ use crate::metrics::{Stats, StatsCells};
 use crate::outcome::Outcome;
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
+use crate::settle::Answers;
 use crate::settle::coalescer::CoalescerConfig;
 
 mod builder;
@@ -201,16 +202,17 @@ impl Engine {
     /// As for [`run`](Self::run).
     pub async fn consumer_on(self, runtime: &tokio::runtime::Handle) -> Result<Consumer, Error> {
         let order = self.fifo_order;
-        self.open_consumer(runtime, Some(order), true).await
+        self.open_consumer(runtime, Some(order), Answers::Awaited)
+            .await
     }
 
     /// Opens the queue and starts its consumer; `fifo_order` as [`ConsumerConfig::fifo_order`],
-    /// `answers_awaited` as [`OpenOptions::answers_awaited`].
+    /// `answers` as [`OpenOptions::answers`].
     async fn open_consumer(
         self,
         runtime: &tokio::runtime::Handle,
         fifo_order: Option<FifoOrder>,
-        answers_awaited: bool,
+        answers: Answers,
     ) -> Result<Consumer, Error> {
         let (mut queue, _attributes) = QueueRuntime::open(
             Arc::clone(&self.api),
@@ -223,7 +225,7 @@ impl Engine {
                 redrive: self.redrive.clone(),
                 create_if_missing: self.create_if_missing,
                 health: Arc::clone(&self.health),
-                answers_awaited,
+                answers,
             },
             Arc::clone(&self.stats),
         )
@@ -265,7 +267,11 @@ impl Engine {
         };
         let consumer = self
             // The handlers' settlements are the engine's to send: none waits for an answer.
-            .open_consumer(&tokio::runtime::Handle::current(), fifo_order, false)
+            .open_consumer(
+                &tokio::runtime::Handle::current(),
+                fifo_order,
+                Answers::Detached,
+            )
             .await?;
         // The dispatch loop runs as a task of the runtime, not on the caller's thread (often
         // the `block_on` of `main`): the handlers it starts and the wake-ups it gets then stay

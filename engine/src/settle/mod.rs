@@ -35,7 +35,7 @@ use crate::round_trip::{LoadedRoundTrip, RoundTrip};
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
 use heartbeat::HeartbeatConfig;
-pub(crate) use state::DeleteFill;
+pub(crate) use state::{Answers, DeleteFill};
 use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
 
@@ -703,7 +703,7 @@ mod tests {
                 redrive: None,
                 create_if_missing: false,
                 health: crate::health::HealthCells::new("q", crate::health::DEFAULT_GIVE_UP_AFTER),
-                answers_awaited: true,
+                answers: crate::settle::Answers::Awaited,
             },
             Arc::new(StatsCells::default()),
         )

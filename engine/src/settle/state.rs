@@ -99,7 +99,30 @@ const DETACHED_FILLING_WAITS: u32 = 20;
 /// extends a delivery a margin of at least a second before its deadline, ten times this.
 const DETACHED_FILLING_CAP: Duration = Duration::from_millis(100);
 
+/// Whether the handler that settles a delivery may wait for SQS's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answers {
+    /// It may: a [`Consumer`](crate::Consumer)'s deliveries, the broker's acks.
+    Awaited,
+    /// None waits: the engine settles on its own ([`Engine::run`] and [`Engine::run_batches`]).
+    ///
+    /// [`Engine::run`]: crate::Engine::run
+    /// [`Engine::run_batches`]: crate::Engine::run_batches
+    Detached,
+}
+
 impl DeleteFill {
+    /// The rule for a queue whose settlements' answers are `answers`: at once on a FIFO queue,
+    /// whose next message of a group may wait for the answer to a delete; otherwise waiting for
+    /// the deliveries out, as long as `answers` allows.
+    pub(crate) fn for_queue(fifo: bool, answers: Answers) -> Self {
+        match (fifo, answers) {
+            (true, _) => Self::AtOnce,
+            (false, Answers::Awaited) => Self::FromDeliveriesOut,
+            (false, Answers::Detached) => Self::FromDeliveriesOutDetached,
+        }
+    }
+
     /// How long the oldest delete waits for the deliveries still out, at a batch wait of
     /// `max_wait`; `None` when it does not wait for them.
     fn patience(self, max_wait: Duration) -> Option<Duration> {
@@ -423,6 +446,21 @@ mod tests {
                 assert_eq!(batches[0].entries.len(), 10, "one full call");
             }
         }
+    }
+
+    #[test]
+    fn a_fifo_queue_sends_deletes_at_once_and_a_standard_one_by_who_awaits_them() {
+        for answers in [Answers::Awaited, Answers::Detached] {
+            assert_eq!(DeleteFill::for_queue(true, answers), DeleteFill::AtOnce);
+        }
+        assert_eq!(
+            DeleteFill::for_queue(false, Answers::Awaited),
+            DeleteFill::FromDeliveriesOut
+        );
+        assert_eq!(
+            DeleteFill::for_queue(false, Answers::Detached),
+            DeleteFill::FromDeliveriesOutDetached
+        );
     }
 
     #[test]
