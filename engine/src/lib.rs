@@ -30,8 +30,8 @@
 //! delete batch that the messages still out would fill waits for them, with a call in flight or
 //! none, so moderate loads send full batches too: up to twenty times `max_batch_wait` (at most
 //! 100 ms, unless twice `max_batch_wait` is longer) under [`Engine::run`], where no handler
-//! waits for the answer, and up to twice
-//! `max_batch_wait` for a [`Consumer`]'s deliveries, whose answers may be awaited.
+//! waits for the answer, and up to twice `max_batch_wait` for a [`Consumer`]'s deliveries,
+//! whose answers may be awaited.
 //! Entry ids are positions in the batch, and a receipt handle appears at most once per batch.
 //!
 //! ## Example

@@ -64,19 +64,11 @@ pub(crate) enum DeleteFill {
     /// answer to its delete.
     AtOnce,
     /// Waits while the deliveries still out would fill it (see [`Coalescer::expect`]), the
-    /// oldest entry up to [`AWAITED_FILLING_WAITS`] times the batch wait: the handler that
-    /// settled may be waiting for the answer (a [`Consumer`](crate::Consumer)'s deliveries,
-    /// the broker's acks). Counts only the deliveries the heartbeat keeps: with the heartbeat
-    /// off, idle batches go at once.
-    FromDeliveriesOut,
-    /// As [`FromDeliveriesOut`](Self::FromDeliveriesOut), the oldest entry up to
-    /// [`DETACHED_FILLING_WAITS`] times the batch wait, at most [`DETACHED_FILLING_CAP`] (and
-    /// never less than the other): no handler waits for the answer ([`Engine::run`] and
-    /// [`Engine::run_batches`] settle on their own).
-    ///
-    /// [`Engine::run`]: crate::Engine::run
-    /// [`Engine::run_batches`]: crate::Engine::run_batches
-    FromDeliveriesOutDetached,
+    /// oldest entry up to a patience set by who awaits the answer: [`AWAITED_FILLING_WAITS`]
+    /// times the batch wait when a handler may, [`DETACHED_FILLING_WAITS`] times it (at most
+    /// [`DETACHED_FILLING_CAP`], never less than the other) when none does. Counts only the
+    /// deliveries the heartbeat keeps: with the heartbeat off, idle batches go at once.
+    FromDeliveriesOut(Answers),
 }
 
 /// How many batch waits the oldest delete waits for the deliveries still out while a handler
@@ -116,10 +108,10 @@ impl DeleteFill {
     /// whose next message of a group may wait for the answer to a delete; otherwise waiting for
     /// the deliveries out, as long as `answers` allows.
     pub(crate) fn for_queue(fifo: bool, answers: Answers) -> Self {
-        match (fifo, answers) {
-            (true, _) => Self::AtOnce,
-            (false, Answers::Awaited) => Self::FromDeliveriesOut,
-            (false, Answers::Detached) => Self::FromDeliveriesOutDetached,
+        if fifo {
+            Self::AtOnce
+        } else {
+            Self::FromDeliveriesOut(answers)
         }
     }
 
@@ -129,8 +121,8 @@ impl DeleteFill {
         let awaited = max_wait * AWAITED_FILLING_WAITS;
         match self {
             Self::AtOnce => None,
-            Self::FromDeliveriesOut => Some(awaited),
-            Self::FromDeliveriesOutDetached => Some(
+            Self::FromDeliveriesOut(Answers::Awaited) => Some(awaited),
+            Self::FromDeliveriesOut(Answers::Detached) => Some(
                 (max_wait * DETACHED_FILLING_WAITS)
                     .min(DETACHED_FILLING_CAP)
                     .max(awaited),
@@ -423,7 +415,10 @@ mod tests {
 
     #[test]
     fn a_delete_waits_for_the_deliveries_still_out_only_where_filling_is_on() {
-        for fill in [DeleteFill::FromDeliveriesOut, DeleteFill::AtOnce] {
+        for fill in [
+            DeleteFill::FromDeliveriesOut(Answers::Awaited),
+            DeleteFill::AtOnce,
+        ] {
             let start = Instant::now();
             let mut s = state_filling(fill);
             let keys: Vec<u64> = (0..10)
@@ -432,7 +427,7 @@ mod tests {
             s.settle(Some(keys[0]), Lane::Delete, |_| delete("r0", start))
                 .expect("open");
             let sent = s.poll(start).len();
-            let waits = fill == DeleteFill::FromDeliveriesOut;
+            let waits = fill == DeleteFill::FromDeliveriesOut(Answers::Awaited);
             assert_eq!(sent, usize::from(!waits), "{fill:?}: nine more out");
             if waits {
                 for (i, key) in keys.iter().enumerate().skip(1) {
@@ -449,27 +444,12 @@ mod tests {
     }
 
     #[test]
-    fn a_fifo_queue_sends_deletes_at_once_and_a_standard_one_by_who_awaits_them() {
-        for answers in [Answers::Awaited, Answers::Detached] {
-            assert_eq!(DeleteFill::for_queue(true, answers), DeleteFill::AtOnce);
-        }
-        assert_eq!(
-            DeleteFill::for_queue(false, Answers::Awaited),
-            DeleteFill::FromDeliveriesOut
-        );
-        assert_eq!(
-            DeleteFill::for_queue(false, Answers::Detached),
-            DeleteFill::FromDeliveriesOutDetached
-        );
-    }
-
-    #[test]
     fn a_delete_nobody_awaits_waits_longer_for_the_deliveries_out() {
         let wait = Duration::from_millis(5);
         for (fill, patience) in [
-            (DeleteFill::FromDeliveriesOut, wait * 2),
+            (DeleteFill::FromDeliveriesOut(Answers::Awaited), wait * 2),
             (
-                DeleteFill::FromDeliveriesOutDetached,
+                DeleteFill::FromDeliveriesOut(Answers::Detached),
                 Duration::from_millis(100),
             ),
         ] {
@@ -495,15 +475,15 @@ mod tests {
         }
         // The cap holds whatever the batch wait, and never falls below the awaited patience.
         assert_eq!(
-            DeleteFill::FromDeliveriesOutDetached.patience(Duration::from_millis(50)),
+            DeleteFill::FromDeliveriesOut(Answers::Detached).patience(Duration::from_millis(50)),
             Some(Duration::from_millis(100))
         );
         assert_eq!(
-            DeleteFill::FromDeliveriesOutDetached.patience(Duration::from_millis(200)),
+            DeleteFill::FromDeliveriesOut(Answers::Detached).patience(Duration::from_millis(200)),
             Some(Duration::from_millis(400))
         );
         assert_eq!(
-            DeleteFill::FromDeliveriesOutDetached.patience(Duration::ZERO),
+            DeleteFill::FromDeliveriesOut(Answers::Detached).patience(Duration::ZERO),
             Some(Duration::ZERO)
         );
     }
@@ -511,7 +491,7 @@ mod tests {
     #[test]
     fn a_lone_delete_goes_at_once_with_filling_on() {
         let start = Instant::now();
-        let mut s = state_filling(DeleteFill::FromDeliveriesOut);
+        let mut s = state_filling(DeleteFill::FromDeliveriesOut(Answers::Awaited));
         let key = register(&mut s, "r", start);
         s.settle(Some(key), Lane::Delete, |_| delete("r", start))
             .expect("open");
