@@ -225,6 +225,11 @@ impl Consumer {
         self.rx.recv().await
     }
 
+    /// The queue this consumer receives from, as the engine runs it.
+    pub(crate) fn runtime(&self) -> &Arc<QueueRuntime> {
+        &self.handle.inner.queue
+    }
+
     /// `count` deliveries left the buffer: room to receive as many again.
     fn handed_out(&self, count: usize) {
         self.handle.inner.receivers.left_prefetch(count);

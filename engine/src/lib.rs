@@ -134,6 +134,7 @@ mod take_rate;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod turn;
+mod worker_capacity;
 
 pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,

@@ -18,6 +18,7 @@ use crate::round_trip::RoundTrip;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
 use crate::settle::{Answers, DeleteFill, Settler, SettlerConfig};
+use crate::worker_capacity::WorkerCapacity;
 
 /// SQS's default visibility timeout, used when the queue does not say.
 const DEFAULT_VISIBILITY_SECS: u32 = 30;
@@ -46,6 +47,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) warned_batch_order: std::sync::atomic::AtomicBool,
     /// What the receivers say of their calls, for the engine's health view.
     pub(crate) health: Arc<HealthCells>,
+    /// How fast the workers could take messages, where the engine runs the handlers.
+    pub(crate) capacity: WorkerCapacity,
 }
 
 /// What opening a queue needs to know.
@@ -155,6 +158,7 @@ impl QueueRuntime {
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,
+            capacity: WorkerCapacity::default(),
         };
         Ok((runtime, attributes))
     }

@@ -205,9 +205,9 @@ impl Receivers {
     }
 
     /// How many receivers are worth running at `round_trip` (a mean, without queueing: see
-    /// [`grow`](Self::grow)) while the workers take `taken` messages a second (`None`: not
-    /// measured yet). By Little's law, receives in flight = receives a second × round trip:
-    /// enough for [`DEMAND_HEADROOM`] times what the workers take, and for no more than
+    /// [`grow`](Self::grow)) while the workers take, or would take, `taken` messages a second
+    /// (`None`: not measured yet). By Little's law, receives in flight = receives a second ×
+    /// round trip: enough for [`DEMAND_HEADROOM`] times what the workers take, and for no more than
     /// [`RECEIVES_PER_ROUND_TRIP_SECOND`]; at least [`MIN_USEFUL_RECEIVERS`], at most `most`.
     fn useful(&self, round_trip: Duration, taken: Option<f64>) -> usize {
         let seconds = round_trip.as_secs_f64();
@@ -222,11 +222,28 @@ impl Receivers {
             .min(self.most)
     }
 
+    /// Messages a second the workers would take, at a round trip of `round_trip`: the rate
+    /// they take at now, or, while they wait for messages, what they could take if it is more
+    /// (see [`WorkerCapacity`](crate::worker_capacity::WorkerCapacity)): the rate they take at
+    /// then is only what the receivers bring. `None` while neither is known.
+    fn demand_rate(&self, demand: Demand, round_trip: Duration) -> Option<f64> {
+        let taken = self.taken.per_second(Instant::now(), round_trip);
+        let could = demand
+            .takers_waited
+            .then(|| self.queue.capacity.per_second())
+            .flatten();
+        match (taken, could) {
+            (Some(taken), Some(could)) => Some(taken.max(could)),
+            (taken, could) => taken.or(could),
+        }
+    }
+
     /// After a full receive, given the workers' `demand`: starts more receivers (handing each
     /// a clone of `out`) when
     /// - the workers are short of messages (see [`Demand::short`]);
     /// - fewer run than are worth it at the round trip now and the rate the workers take
-    ///   messages at (see [`useful`](Self::useful));
+    ///   messages at, or could take while they wait (see [`useful`](Self::useful) and
+    ///   [`demand_rate`](Self::demand_rate));
     /// - the receives do not queue at SQS (the round trip now stays within twice the unloaded
     ///   one: past that, more receives in flight only wait longer, as on a server short of
     ///   CPU);
@@ -246,7 +263,7 @@ impl Receivers {
             .unloaded()
             .and(self.round_trip.now())
             .map_or(LIGHT_IN_FLIGHT.min(self.most), |now| {
-                self.useful(now, self.taken.per_second(Instant::now(), now))
+                self.useful(now, self.demand_rate(demand, now))
             });
         let mut started = 0;
         let _ = self
@@ -815,6 +832,24 @@ mod tests {
         let api = StandIn::receiving_script(full_receives(0, 4_000, Duration::from_millis(15)));
         run_acking(&api, 128, Duration::from_secs(2)).await;
         assert_eq!(api.most_receives_under_way(), 90);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_workers_get_the_receivers_the_round_trip_is_worth_within_a_few_round_trips() {
+        // 15 ms a receive, handlers that ack at once: 90 receives in flight are worth it (as
+        // above). Past the few that measure the unloaded round trip (16 receives in flight 70
+        // ms in), the workers wait for messages and could take far more than the receivers
+        // bring, so the receivers triple a round trip and are all running by 100 ms. Sized by
+        // the rate the workers take at, which is only what the receivers brought, they would
+        // double every window that rate is measured over: 32 at 120 ms, 90 only at 160 ms.
+        let api = StandIn::receiving_script(full_receives(0, 4_000, Duration::from_millis(15)));
+        let watched = Arc::clone(&api);
+        let early = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(120)).await;
+            watched.most_receives_under_way()
+        });
+        run_acking(&api, 128, Duration::from_secs(1)).await;
+        assert_eq!(early.await.expect("watcher"), 90);
     }
 
     #[tokio::test(start_paused = true)]

@@ -30,6 +30,14 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     shutdown_timeout: Duration,
 ) {
     let control = consumer.handle();
+    let per_handler = match &dispatch {
+        Dispatch::Single(_) => 1,
+        Dispatch::Batch(_) => BATCH_MAX,
+    };
+    consumer
+        .runtime()
+        .capacity
+        .set_workers(workers, per_handler);
 
     let stop = CancellationToken::new();
     let watcher = {
@@ -89,7 +97,8 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 });
             }
             Dispatch::Batch(handler) => {
-                let Some(Some(batch)) = unless_stopped(&stop, consumer.recv_batch(10)).await else {
+                let Some(Some(batch)) = unless_stopped(&stop, consumer.recv_batch(BATCH_MAX)).await
+                else {
                     break 'receive;
                 };
                 let Some(Ok(permit)) =
@@ -158,6 +167,9 @@ async fn unless_stopped<T>(stop: &CancellationToken, future: impl Future<Output 
 
 /// The most deliveries of one receive batch started on one task.
 const GROUP_MAX: usize = 10;
+
+/// The most messages a batch handler gets at once: a receive's.
+const BATCH_MAX: usize = 10;
 
 /// One message through the handler and on to its settlement, holding a worker until done.
 pub(crate) fn handle_one<H: Handler>(
@@ -269,9 +281,9 @@ impl<'a> HandlerTimer<'a> {
 
 impl Drop for HandlerTimer<'_> {
     fn drop(&mut self) {
-        self.queue
-            .metrics
-            .handler_ended(self.started.elapsed().as_secs_f64());
+        let took = self.started.elapsed();
+        self.queue.metrics.handler_ended(took.as_secs_f64());
+        self.queue.capacity.handled(took);
     }
 }
 
