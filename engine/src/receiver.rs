@@ -205,16 +205,17 @@ impl Receivers {
     }
 
     /// How many receivers are worth running at `round_trip` (a mean, without queueing: see
-    /// [`grow`](Self::grow)) while the workers take, or would take, `taken` messages a second
-    /// (`None`: not measured yet). By Little's law, receives in flight = receives a second ×
-    /// round trip: enough for [`DEMAND_HEADROOM`] times what the workers take, and for no more than
-    /// [`RECEIVES_PER_ROUND_TRIP_SECOND`]; at least [`MIN_USEFUL_RECEIVERS`], at most `most`.
-    fn useful(&self, round_trip: Duration, taken: Option<f64>) -> usize {
+    /// [`grow`](Self::grow)) while the workers take, or would take, `demand` messages a second
+    /// (`None`: not measured yet; see [`demand_rate`](Self::demand_rate)). By Little's law,
+    /// receives in flight = receives a second × round trip: enough for [`DEMAND_HEADROOM`]
+    /// times that demand, and for no more than [`RECEIVES_PER_ROUND_TRIP_SECOND`]; at least
+    /// [`MIN_USEFUL_RECEIVERS`], at most `most`.
+    fn useful(&self, round_trip: Duration, demand: Option<f64>) -> usize {
         let seconds = round_trip.as_secs_f64();
         let by_round_trip = (seconds * RECEIVES_PER_ROUND_TRIP_SECOND).ceil() as usize;
         let batch = f64::from(self.config.max_messages.max(1));
-        let by_demand = taken.map_or(usize::MAX, |taken| {
-            (DEMAND_HEADROOM * taken / batch * seconds).ceil() as usize
+        let by_demand = demand.map_or(usize::MAX, |demand| {
+            (DEMAND_HEADROOM * demand / batch * seconds).ceil() as usize
         });
         by_round_trip
             .min(by_demand)

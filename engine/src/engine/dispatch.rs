@@ -16,6 +16,7 @@ use tracing::{Instrument, debug_span, error, warn};
 use crate::consumer::Consumer;
 use crate::delivery::Delivery;
 use crate::handler::{BatchHandler, Handler, HandlerResult};
+use crate::limits::MAX_BATCH_ENTRIES;
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::QueueRuntime;
 
@@ -32,7 +33,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     let control = consumer.handle();
     let per_handler = match &dispatch {
         Dispatch::Single(_) => 1,
-        Dispatch::Batch(_) => BATCH_MAX,
+        Dispatch::Batch(_) => MAX_BATCH_ENTRIES,
     };
     consumer
         .runtime()
@@ -97,7 +98,8 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 });
             }
             Dispatch::Batch(handler) => {
-                let Some(Some(batch)) = unless_stopped(&stop, consumer.recv_batch(BATCH_MAX)).await
+                let Some(Some(batch)) =
+                    unless_stopped(&stop, consumer.recv_batch(MAX_BATCH_ENTRIES)).await
                 else {
                     break 'receive;
                 };
@@ -167,9 +169,6 @@ async fn unless_stopped<T>(stop: &CancellationToken, future: impl Future<Output 
 
 /// The most deliveries of one receive batch started on one task.
 const GROUP_MAX: usize = 10;
-
-/// The most messages a batch handler gets at once: a receive's.
-const BATCH_MAX: usize = 10;
 
 /// One message through the handler and on to its settlement, holding a worker until done.
 pub(crate) fn handle_one<H: Handler>(
