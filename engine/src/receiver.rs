@@ -250,27 +250,26 @@ impl Receivers {
     ///   CPU);
     /// - and the prefetch has room for their receives.
     ///
-    /// Two more a full receive while fewer than half of those worth it run, one more after:
-    /// the receivers at most triple a round trip, and the round trip shows what the last ones
-    /// did before the next start. Until the unloaded round trip is known, the receivers stay
-    /// at the few that measure it.
+    /// Until the unloaded round trip is known, the receivers are the few that measure it, all
+    /// started by the first full receive (that many calls in flight do not load a server).
+    /// After, two more a full receive, up to those worth it: the receivers at most triple a
+    /// round trip, so the round trip shows what the last ones did before the next start.
     fn grow(self: &Arc<Self>, demand: Demand, out: &mpsc::Sender<Vec<Delivery>>) {
         let room = self.ahead.available_permits() / usize::from(self.config.max_messages).max(1);
         if room == 0 || !demand.short() || self.stop.is_cancelled() || self.round_trip.queueing() {
             return;
         }
-        let useful = self
+        let sized = self
             .round_trip
             .unloaded()
             .and(self.round_trip.now())
-            .map_or(LIGHT_IN_FLIGHT.min(self.most), |now| {
-                self.useful(now, self.demand_rate(demand, now))
-            });
+            .map(|now| self.useful(now, self.demand_rate(demand, now)));
+        let useful = sized.unwrap_or(LIGHT_IN_FLIGHT.min(self.most));
         let mut started = 0;
         let _ = self
             .active
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |active| {
-                let step = if active * 2 < useful { 2 } else { 1 };
+                let step = if sized.is_some() { 2 } else { useful };
                 started = useful.saturating_sub(active).min(step).min(room);
                 (started > 0).then_some(active + started)
             });
@@ -838,15 +837,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn idle_workers_get_the_receivers_the_round_trip_is_worth_within_a_few_round_trips() {
         // 15 ms a receive, handlers that ack at once: 90 receives in flight are worth it (as
-        // above). Past the few that measure the unloaded round trip (16 receives in flight 70
-        // ms in), the workers wait for messages and could take far more than the receivers
-        // bring, so the receivers triple a round trip and are all running by 100 ms. Sized by
-        // the rate the workers take at, which is only what the receivers brought, they would
-        // double every window that rate is measured over: 32 at 120 ms, 90 only at 160 ms.
+        // above). The first full receive (15 ms in) starts the eight that measure the unloaded
+        // round trip, known 45 ms in; the workers wait for messages and could take far more
+        // than the receivers bring, so the receivers triple a round trip and all 90 run 80 ms
+        // in. Grown to the eight by threes, and by one a receive past half of those worth it,
+        // they were 47 then and 90 only at 100 ms; sized by the rate the workers take at, which
+        // is only what the receivers brought, 32 at 120 ms and 90 at 160 ms.
         let api = StandIn::receiving_script(full_receives(0, 4_000, Duration::from_millis(15)));
         let watched = Arc::clone(&api);
         let early = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(120)).await;
+            tokio::time::sleep(Duration::from_millis(80)).await;
             watched.most_receives_under_way()
         });
         run_acking(&api, 128, Duration::from_secs(1)).await;
