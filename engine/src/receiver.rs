@@ -841,8 +841,8 @@ mod tests {
         // round trip, known 45 ms in; the workers wait for messages and could take far more
         // than the receivers bring, so the receivers triple a round trip and all 90 run 80 ms
         // in. Grown to the eight by threes, and by one a receive past half of those worth it,
-        // they were 47 then and 90 only at 100 ms; sized by the rate the workers take at, which
-        // is only what the receivers brought, 32 at 120 ms and 90 at 160 ms.
+        // they were 47 then and 90 only at 100 ms. Sized by the rate the workers take at, which
+        // is only what the receivers brought, they are 24 then and 90 only at 140 ms.
         let api = StandIn::receiving_script(full_receives(0, 4_000, Duration::from_millis(15)));
         let watched = Arc::clone(&api);
         let early = tokio::spawn(async move {
