@@ -82,6 +82,10 @@ pub(crate) fn client_config(config: &aws_types::SdkConfig) -> aws_sdk_sqs::confi
 }
 
 /// `call`'s answer, or a network failure once `limit` has passed without one.
+///
+/// The SDK's call futures are large, so every call boxes its `send()` future where it is made:
+/// `call` and the futures around it then hold a pointer, and moving them (several times a
+/// call) copies only that, not the call's whole state.
 pub(crate) async fn within<T>(
     limit: Duration,
     call: impl Future<Output = Result<T, CallError>>,
@@ -96,9 +100,9 @@ pub(crate) async fn within<T>(
 
 impl SqsApi for AwsSqs {
     fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
-        let call = self.client.get_queue_url().queue_name(queue_name).send();
+        let call = self.client.get_queue_url().queue_name(queue_name);
         Box::pin(within(self.call_timeout, async move {
-            let output = call.await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             output
                 .queue_url
                 .ok_or_else(|| CallError::new(CallErrorKind::Other, "GetQueueUrl answered no URL"))
@@ -115,7 +119,7 @@ impl SqsApi for AwsSqs {
             call = call.attributes(QueueAttributeName::from(*name), value.clone());
         }
         Box::pin(within(self.call_timeout, async move {
-            let output = call.send().await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             output
                 .queue_url
                 .ok_or_else(|| CallError::new(CallErrorKind::Other, "CreateQueue answered no URL"))
@@ -130,10 +134,9 @@ impl SqsApi for AwsSqs {
             .client
             .get_queue_attributes()
             .queue_url(queue_url)
-            .attribute_names(QueueAttributeName::All)
-            .send();
+            .attribute_names(QueueAttributeName::All);
         Box::pin(within(self.call_timeout, async move {
-            let output = call.await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             let mut attributes = output.attributes.unwrap_or_default();
             Ok(QueueAttributes {
                 arn: attributes.remove(&QueueAttributeName::QueueArn),
@@ -159,7 +162,7 @@ impl SqsApi for AwsSqs {
             call = call.attributes(QueueAttributeName::from(*name), value.clone());
         }
         Box::pin(within(self.call_timeout, async move {
-            call.send().await.map_err(classify)?;
+            Box::pin(call.send()).await.map_err(classify)?;
             Ok(())
         }))
     }
@@ -177,10 +180,9 @@ impl SqsApi for AwsSqs {
             .visibility_timeout(saturating_i32(u64::from(request.visibility_timeout)))
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
-            .set_receive_request_attempt_id(request.attempt_id.map(str::to_owned))
-            .send();
+            .set_receive_request_attempt_id(request.attempt_id.map(str::to_owned));
         Box::pin(within(request.wait_time + self.call_timeout, async move {
-            let output = call.await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             Ok(output
                 .messages
                 .unwrap_or_default()
@@ -208,7 +210,7 @@ impl SqsApi for AwsSqs {
         }
         let entries = receipt_handles.len();
         Box::pin(within(self.call_timeout, async move {
-            let output = call.send().await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
             Ok(align(entries, successful, entry_failures!(output.failed)))
         }))
@@ -236,7 +238,7 @@ impl SqsApi for AwsSqs {
         }
         let count = entries.len();
         Box::pin(within(self.call_timeout, async move {
-            let output = call.send().await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
             Ok(align(count, successful, entry_failures!(output.failed)))
         }))
@@ -263,7 +265,7 @@ impl SqsApi for AwsSqs {
         };
         let count = entries.len();
         Box::pin(within(self.call_timeout, async move {
-            let output = call.send().await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             let successful = output.successful.iter().map(|entry| entry.id.as_str());
             Ok(align(count, successful, entry_failures!(output.failed)))
         }))

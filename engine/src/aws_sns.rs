@@ -44,7 +44,7 @@ impl SnsApi for AwsSns {
             call = call.attributes("FifoTopic", "true");
         }
         Box::pin(within(self.call_timeout, async move {
-            let output = call.send().await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             output.topic_arn.ok_or_else(|| {
                 CallError::new(
                     crate::api::CallErrorKind::Other,
@@ -70,7 +70,7 @@ impl SnsApi for AwsSns {
         };
         let count = entries.len();
         Box::pin(within(self.call_timeout, async move {
-            let output = call.send().await.map_err(classify)?;
+            let output = Box::pin(call.send()).await.map_err(classify)?;
             let successful = output
                 .successful
                 .iter()
@@ -93,10 +93,9 @@ impl SnsApi for AwsSns {
             .protocol("sqs")
             .endpoint(queue_arn)
             .attributes("RawMessageDelivery", "true")
-            .return_subscription_arn(true)
-            .send();
+            .return_subscription_arn(true);
         Box::pin(within(self.call_timeout, async move {
-            call.await.map_err(classify)?;
+            Box::pin(call.send()).await.map_err(classify)?;
             Ok(())
         }))
     }
