@@ -178,7 +178,13 @@ impl SqsApi for AwsSqs {
             .max_number_of_messages(i32::from(request.max_messages))
             .wait_time_seconds(saturating_i32(request.wait_time.as_secs()))
             .visibility_timeout(saturating_i32(u64::from(request.visibility_timeout)))
-            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .set_message_system_attribute_names(Some(
+                request
+                    .system_attributes
+                    .iter()
+                    .map(|name| MessageSystemAttributeName::from(*name))
+                    .collect(),
+            ))
             .message_attribute_names("All")
             .set_receive_request_attempt_id(request.attempt_id.map(str::to_owned));
         Box::pin(within(request.wait_time + self.call_timeout, async move {

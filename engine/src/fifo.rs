@@ -546,6 +546,7 @@ mod tests {
                 wait_time: Duration::ZERO,
                 visibility_timeout: 60,
                 attempt_id: None,
+                system_attributes: crate::SystemAttributes::All.names(),
             })
             .await
             .expect("receive");

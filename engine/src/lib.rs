@@ -130,6 +130,7 @@ mod sleep;
 mod sns_api;
 #[cfg(any(test, feature = "bench"))]
 mod stand_in;
+mod system_attributes;
 mod take_rate;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -156,6 +157,7 @@ pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use redrive_policy::RedriveWrite;
 pub use settle::Settlement;
+pub use system_attributes::SystemAttributes;
 
 /// The RustStream prelude with the SQS broker: `use sqs_engine::prelude::*;`. See
 /// [`mod@ruststream`].

@@ -12,6 +12,10 @@ pub const RECEIVE_COUNT_ATTRIBUTE: &str = "ApproximateReceiveCount";
 pub const SENT_TIMESTAMP_ATTRIBUTE: &str = "SentTimestamp";
 /// The system attribute naming a FIFO message's group.
 pub const GROUP_ID_ATTRIBUTE: &str = "MessageGroupId";
+/// The system attribute holding a FIFO message's order within its group.
+pub(crate) const SEQUENCE_NUMBER_ATTRIBUTE: &str = "SequenceNumber";
+/// The system attribute carrying a message's X-Ray trace header, when the sender traced it.
+pub(crate) const TRACE_HEADER_ATTRIBUTE: &str = "AWSTraceHeader";
 
 /// One delivery of an SQS message: its body, ids and attributes.
 ///
@@ -86,16 +90,17 @@ impl Message {
     /// The order SQS gave a FIFO queue's message within its group, from its `SequenceNumber`
     /// attribute; `None` on a standard queue.
     pub fn sequence_number(&self) -> Option<u128> {
-        self.attribute("SequenceNumber")?.parse().ok()
+        self.attribute(SEQUENCE_NUMBER_ATTRIBUTE)?.parse().ok()
     }
 
     /// A system attribute by name (`ApproximateReceiveCount`, `SentTimestamp`,
-    /// `MessageGroupId`, ...).
+    /// `MessageGroupId`, ...), if the receive asked for it and SQS has it.
     pub fn attribute(&self, name: &str) -> Option<&str> {
         self.attributes.get(name).map(String::as_str)
     }
 
-    /// All system attributes, by name.
+    /// The system attributes the message came with, by name: those
+    /// [`EngineBuilder::system_attributes`](crate::EngineBuilder::system_attributes) asks for.
     pub fn attributes(&self) -> &HashMap<String, String> {
         &self.attributes
     }

@@ -19,6 +19,7 @@ use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
 use crate::round_trip::{LIGHT_IN_FLIGHT, LoadedRoundTrip};
+use crate::system_attributes::SystemAttributes;
 use crate::take_rate::TakeRate;
 
 /// Receives in flight worth having per second of a receive's round trip: enough for 60,000
@@ -56,6 +57,7 @@ const RECEIVE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Durat
 pub(crate) struct ReceiverConfig {
     pub(crate) max_messages: u8,
     pub(crate) wait_time: Duration,
+    pub(crate) system_attributes: SystemAttributes,
 }
 
 /// The receivers of one queue and what they share. The engine runs between one and `most`
@@ -362,6 +364,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 wait_time: config.wait_time,
                 visibility_timeout: queue.visibility_timeout,
                 attempt_id: attempt.as_ref().map(|(id, _)| id.as_str()),
+                system_attributes: config.system_attributes.names(),
             };
             let mut receive = std::pin::pin!(caught(async { queue.api.receive(&request).await }));
             tokio::select! {

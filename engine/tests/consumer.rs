@@ -5,7 +5,7 @@ use sqs_engine_test_support as support;
 
 use std::time::Duration;
 
-use sqs_engine::{Outcome, SettleError};
+use sqs_engine::{Outcome, SettleError, SystemAttributes};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,4 +102,49 @@ async fn dropping_a_consumer_returns_what_it_had_not_handed_out() {
         "the nine not handed out went back: {stats:?}"
     );
     assert_eq!(counts(&client, &url).await, (9, 0), "visible again at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_carries_the_system_attributes_the_receives_ask_for() {
+    let client = client().await;
+    let name = unique("consumer-attributes");
+    let url = create_queue(&client, &name, 30).await;
+    send(&client, &url, &["a".to_owned(), "b".to_owned()]).await;
+
+    for (attributes, sender_id) in [
+        (SystemAttributes::Used, false),
+        (SystemAttributes::All, true),
+    ] {
+        let mut consumer = builder(&name)
+            .await
+            .receivers(1)
+            .receive_batch(1)
+            .system_attributes(attributes)
+            .build()
+            .expect("valid settings")
+            .consumer()
+            .await
+            .expect("opens");
+        let control = consumer.handle();
+        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
+            .await
+            .expect("a delivery within 10 s")
+            .expect("still receiving");
+        let message = delivery.message();
+        // What the engine reads comes either way.
+        assert!(
+            message.attribute("ApproximateReceiveCount").is_some(),
+            "{attributes:?}"
+        );
+        assert!(message.sent_at().is_some(), "{attributes:?}");
+        assert_eq!(
+            message.attribute("SenderId").is_some(),
+            sender_id,
+            "{attributes:?}: {:?}",
+            message.attributes()
+        );
+        delivery.settle(Outcome::Ack).await.expect("applied");
+        drop(consumer);
+        control.shutdown().await;
+    }
 }

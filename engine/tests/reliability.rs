@@ -409,6 +409,7 @@ async fn the_proxy_faults_are_seen_as_throttling_server_and_network_errors() {
         wait_time: Duration::ZERO,
         visibility_timeout: 5,
         attempt_id: None,
+        system_attributes: sqs_engine::SystemAttributes::All.names(),
     };
 
     let cases = [

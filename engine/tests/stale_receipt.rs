@@ -28,6 +28,7 @@ async fn receive_one(api: &dyn SqsApi, url: &str, visibility: u32) -> Option<Rec
         wait_time: Duration::from_secs(1),
         visibility_timeout: visibility,
         attempt_id: None,
+        system_attributes: sqs_engine::SystemAttributes::All.names(),
     };
     api.receive(&request)
         .await

@@ -60,6 +60,9 @@ pub struct ReceiveRequest<'a> {
     /// since), so an answer lost on the way does not hide them until their visibility lapses.
     /// `None` on a standard queue.
     pub attempt_id: Option<&'a str>,
+    /// The system attributes each message is to carry, by SQS's names (`All` for every one):
+    /// the receive's `MessageSystemAttributeNames`.
+    pub system_attributes: &'a [&'a str],
 }
 
 /// One message as a `ReceiveMessage` call returned it.

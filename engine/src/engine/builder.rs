@@ -22,6 +22,7 @@ use crate::queue::Redrive;
 use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
 use crate::settle::coalescer::CoalescerConfig;
+use crate::system_attributes::SystemAttributes;
 
 /// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
 /// ranges.
@@ -42,6 +43,7 @@ pub struct EngineBuilder {
     receive_batch: usize,
     wait_time: Duration,
     visibility_timeout: Option<Duration>,
+    system_attributes: SystemAttributes,
     max_batch_wait: Duration,
     max_batches_in_flight: usize,
     shutdown_timeout: Duration,
@@ -70,6 +72,7 @@ impl Default for EngineBuilder {
             receive_batch: ReceiveBatch::MAX,
             wait_time: WaitTime::MAX,
             visibility_timeout: None,
+            system_attributes: SystemAttributes::default(),
             max_batch_wait: Duration::from_millis(5),
             max_batches_in_flight: 128,
             shutdown_timeout: Duration::from_secs(30),
@@ -99,6 +102,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("receive_batch", &self.receive_batch)
             .field("wait_time", &self.wait_time)
             .field("visibility_timeout", &self.visibility_timeout)
+            .field("system_attributes", &self.system_attributes)
             .field("max_batch_wait", &self.max_batch_wait)
             .field("max_batches_in_flight", &self.max_batches_in_flight)
             .field("shutdown_timeout", &self.shutdown_timeout)
@@ -204,6 +208,14 @@ impl EngineBuilder {
     /// Default: the queue's own.
     pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
         self.visibility_timeout = Some(timeout);
+        self
+    }
+
+    /// Which system attributes each message carries. Default
+    /// [`SystemAttributes::Used`]: those the engine reads; [`SystemAttributes::All`] for every
+    /// one SQS has.
+    pub fn system_attributes(mut self, attributes: SystemAttributes) -> Self {
+        self.system_attributes = attributes;
         self
     }
 
@@ -415,6 +427,7 @@ impl EngineBuilder {
             receive: ReceiverConfig {
                 max_messages: u8::try_from(receive_batch).unwrap_or(10),
                 wait_time,
+                system_attributes: self.system_attributes,
             },
             visibility_timeout,
             coalescer: CoalescerConfig {

@@ -17,6 +17,7 @@ use crate::consumer::Consumer;
 use crate::delivery::Delivery;
 use crate::handler::{BatchHandler, Handler, HandlerResult};
 use crate::limits::MAX_BATCH_ENTRIES;
+use crate::message::TRACE_HEADER_ATTRIBUTE;
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::QueueRuntime;
 
@@ -211,7 +212,7 @@ pub(crate) fn message_span(queue: &str, message: &crate::message::Message) -> tr
         messaging.message.id = message.id(),
         messaging.sqs.receive_count = message.receive_count(),
         messaging.message.group_id = message.group_id(),
-        aws.trace_header = message.attribute("AWSTraceHeader"),
+        aws.trace_header = message.attribute(TRACE_HEADER_ATTRIBUTE),
         traceparent = message
             .message_attribute("traceparent")
             .and_then(crate::attribute::MessageAttribute::as_str),

@@ -21,6 +21,7 @@ use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::consumer::ConsumerHandle;
 use crate::engine::Engine;
+use crate::system_attributes::SystemAttributes;
 
 /// The SQS broker for RustStream, on the engine: settlements and heartbeats go out in batch
 /// calls shared by the deliveries of a queue, and publishes in `SendMessageBatch` calls.
@@ -448,6 +449,8 @@ impl ConnectedSqsBroker {
                     .saturating_add(queue.receivers.saturating_mul(10)),
             )
             .wait_time(queue.wait)
+            // Every system attribute SQS has, as ruststream-sqs-sns asks for them.
+            .system_attributes(SystemAttributes::All)
             .heartbeat(queue.heartbeat)
             .create_if_missing(queue.create_if_missing);
         if let Some(visibility) = queue.visibility_secs() {

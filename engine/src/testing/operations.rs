@@ -12,6 +12,7 @@ use super::model::rules::{ACCOUNT_ID, check_batch_size};
 use super::model::{ErrorKind, ModelError};
 use super::receipt::Receipt;
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
+use crate::system_attributes::asked_for;
 
 /// `time` in milliseconds since the epoch.
 fn millis(time: SystemTime) -> u64 {
@@ -112,6 +113,7 @@ impl InProcessSqs {
                 }
                 attributes.insert("SequenceNumber".to_owned(), message.sequence.to_string());
             }
+            attributes.retain(|name, _| asked_for(request.system_attributes, name));
             received.push(ReceivedMessage {
                 message_id: message.id,
                 receipt_handle: receipt,

@@ -12,6 +12,7 @@ fn request(url: &str) -> ReceiveRequest<'_> {
         wait_time: Duration::ZERO,
         visibility_timeout: 0,
         attempt_id: None,
+        system_attributes: crate::SystemAttributes::All.names(),
     }
 }
 
@@ -199,4 +200,28 @@ async fn a_spent_message_moves_to_the_dead_letter_queue_and_bad_input_is_refused
     );
     let too_many = vec![SendEntry::default(); 11];
     assert!(sqs.send_message_batch(&url, &too_many).await.is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_receive_returns_only_the_system_attributes_it_asked_for() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders", "a").expect("sent");
+    sqs.send("orders", "b").expect("sent");
+    let url = url(&sqs, "orders").await;
+    let used = ReceiveRequest {
+        max_messages: 1,
+        system_attributes: crate::SystemAttributes::Used.names(),
+        ..request(&url)
+    };
+    let first = sqs.receive(&used).await.expect("receive");
+    let mut names: Vec<&str> = first[0].attributes.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["ApproximateReceiveCount", "SentTimestamp"]);
+    let all = sqs.receive(&request(&url)).await.expect("receive");
+    assert!(all[0].attributes.contains_key("SenderId"));
+    assert!(
+        all[0]
+            .attributes
+            .contains_key("ApproximateFirstReceiveTimestamp")
+    );
 }
