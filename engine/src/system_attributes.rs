@@ -26,7 +26,7 @@ pub enum SystemAttributes {
 }
 
 /// SQS's name for every system attribute in a receive's `MessageSystemAttributeNames`.
-pub(crate) const ALL_NAME: &str = "All";
+const ALL_NAME: &str = "All";
 
 impl SystemAttributes {
     /// The `MessageSystemAttributeNames` of a receive.

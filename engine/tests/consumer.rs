@@ -5,8 +5,16 @@ use sqs_engine_test_support as support;
 
 use std::time::Duration;
 
-use sqs_engine::{Outcome, SettleError, SystemAttributes};
+use sqs_engine::{Consumer, Delivery, Outcome, SettleError, SystemAttributes};
 use support::*;
+
+/// The consumer's next delivery, `what` in the failure when none comes within 10 s.
+async fn next(consumer: &mut Consumer, what: &str) -> Delivery {
+    tokio::time::timeout(Duration::from_secs(10), consumer.recv())
+        .await
+        .unwrap_or_else(|_| panic!("{what} within 10 s"))
+        .expect("still receiving")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_settlement_answers_once_sqs_applied_it() {
@@ -27,10 +35,7 @@ async fn each_settlement_answers_once_sqs_applied_it() {
     let control = consumer.handle();
     let mut deliveries = Vec::new();
     while deliveries.len() < 3 {
-        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-            .await
-            .expect("a delivery within 10 s")
-            .expect("still receiving");
+        let delivery = next(&mut consumer, "a delivery").await;
         deliveries.push(delivery);
     }
     let settlements: Vec<_> = deliveries
@@ -50,10 +55,7 @@ async fn each_settlement_answers_once_sqs_applied_it() {
         (1, 1, 1)
     );
 
-    let last = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-        .await
-        .expect("the retried message within 10 s")
-        .expect("still receiving");
+    let last = next(&mut consumer, "the retried message").await;
     assert_eq!(last.message().receive_count(), 2);
     drop(consumer);
     control.shutdown().await;
@@ -81,10 +83,7 @@ async fn dropping_a_consumer_returns_what_it_had_not_handed_out() {
         .await
         .expect("opens");
     let control = consumer.handle();
-    let first = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-        .await
-        .expect("a delivery within 10 s")
-        .expect("still receiving");
+    let first = next(&mut consumer, "a delivery").await;
     eventually(
         Duration::from_secs(10),
         "the whole receive buffered",
@@ -126,10 +125,7 @@ async fn a_message_carries_the_system_attributes_the_receives_ask_for() {
             .await
             .expect("opens");
         let control = consumer.handle();
-        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-            .await
-            .expect("a delivery within 10 s")
-            .expect("still receiving");
+        let delivery = next(&mut consumer, "a delivery").await;
         let message = delivery.message();
         // What the engine reads comes either way.
         assert!(
