@@ -66,6 +66,8 @@ pub(crate) struct Row {
     pub(crate) deliveries_per_message: f64,
     /// Messages per second, mean of the runs (to the last settled message).
     pub(crate) messages_per_sec: f64,
+    /// Messages per second of each run, in the order of the repetitions.
+    pub(crate) messages_per_sec_by_run: Vec<f64>,
     /// SQS calls per message finished; `None` when not counted.
     pub(crate) calls_per_message: Option<f64>,
     /// SQS calls per message finished, by action.
@@ -92,6 +94,10 @@ pub(crate) struct Row {
     pub(crate) vs_naive: Ratios,
     /// Against the raw ceiling of the same scenario.
     pub(crate) vs_ceiling: Ratios,
+    /// Messages per second against the raw ceiling's, repetition by repetition (each run
+    /// against the ceiling's run of the same repetition, the two run one after the other);
+    /// empty when their repetitions differ.
+    pub(crate) vs_ceiling_by_run: Vec<f64>,
     /// Messages per second the scenario's handlers alone move, mean of the repetitions; only in
     /// the scenarios they bound (see [`super::handlers_alone`]).
     pub(crate) handlers_alone: Option<f64>,
@@ -111,6 +117,9 @@ pub(crate) struct Goal {
     pub(crate) goal: String,
     /// Whether it was met; `None` when not measured.
     pub(crate) met: Option<bool>,
+    /// The same ratio repetition by repetition, where the measure is a ratio of runs made
+    /// one after the other: how far one repetition's reading strays from the next's.
+    pub(crate) by_run: Vec<f64>,
 }
 
 /// The rows and goals of a comparison.
@@ -169,6 +178,8 @@ impl Row {
         if runs.is_empty() {
             return None;
         }
+        let mut by_repetition = runs.to_vec();
+        by_repetition.sort_by_key(|r| r.repetition);
         let messages: u64 = runs.iter().map(|r| r.result.finished).sum();
         let deliveries: u64 = runs.iter().map(|r| r.result.deliveries).sum();
         let per_message = |count: u64| count as f64 / messages.max(1) as f64;
@@ -217,6 +228,10 @@ impl Row {
                     .map(|r| crate::report::per_sec(r.result.finished, r.result.elapsed_secs)),
             )
             .unwrap_or(0.0),
+            messages_per_sec_by_run: by_repetition
+                .iter()
+                .map(|r| crate::report::per_sec(r.result.finished, r.result.elapsed_secs))
+                .collect(),
             calls_per_message: calls
                 .as_ref()
                 .map(|calls| per_message(calls.values().sum())),
@@ -241,6 +256,7 @@ impl Row {
                 .reduce(|a, b| a + b),
             vs_naive: Ratios::default(),
             vs_ceiling: Ratios::default(),
+            vs_ceiling_by_run: Vec::new(),
             handlers_alone: None,
             vs_bound: None,
         })
@@ -269,6 +285,17 @@ impl Row {
             ),
         }
     }
+}
+
+/// `mine ÷ theirs`, run by run; empty when they ran a different number of times.
+fn by_run(mine: &[f64], theirs: &[f64]) -> Vec<f64> {
+    if mine.len() != theirs.len() {
+        return Vec::new();
+    }
+    mine.iter()
+        .zip(theirs)
+        .filter_map(|(mine, theirs)| ratio(Some(*mine), Some(*theirs)))
+        .collect()
 }
 
 /// The sum of call counts by action.
@@ -333,6 +360,10 @@ impl Summary {
                 }
                 if let Some(ceiling) = &ceiling {
                     row.vs_ceiling = row.against(ceiling);
+                    row.vs_ceiling_by_run = by_run(
+                        &row.messages_per_sec_by_run,
+                        &ceiling.messages_per_sec_by_run,
+                    );
                 }
                 row.handlers_alone = alone;
                 row.vs_bound = ratio(Some(row.messages_per_sec), bound);
@@ -394,6 +425,15 @@ fn goal(name: &str, measured: Option<f64>, limit: f64, at_most: bool) -> Goal {
         measured,
         goal: format!("{} {limit}", if at_most { "<=" } else { ">=" }),
         met: measured.map(|m| if at_most { m <= limit } else { m >= limit }),
+        by_run: Vec::new(),
+    }
+}
+
+/// `goal`, with the ratio repetition by repetition beside it.
+fn goal_by_run(name: &str, measured: Option<f64>, limit: f64, by_run: &[f64]) -> Goal {
+    Goal {
+        by_run: by_run.to_vec(),
+        ..goal(name, measured, limit, false)
     }
 }
 
@@ -411,19 +451,20 @@ fn goals(rows: &[Row], embedded: bool) -> Vec<Goal> {
         0.205,
         true,
     )];
+    let by_run = engine.map_or(&[][..], |r| &r.vs_ceiling_by_run);
     goals.push(if embedded {
-        goal(
+        goal_by_run(
             "sqs-engine messages/s / raw ceiling's, ack-only, embedded server",
             engine.and_then(|r| r.vs_ceiling.messages_per_sec),
             0.8,
-            false,
+            by_run,
         )
     } else {
-        goal(
+        goal_by_run(
             "sqs-engine messages/s / raw ceiling's, ack-only",
             engine.and_then(|r| r.vs_ceiling.messages_per_sec),
             0.9,
-            false,
+            by_run,
         )
     });
     goals.push(goal(
@@ -471,11 +512,11 @@ fn latency_goals(rows: &[Row]) -> Vec<Goal> {
     };
     let mut goals = Vec::new();
     for row in engine(ScenarioKind::AckOnly).filter(|r| !r.latency.is_none()) {
-        goals.push(goal(
+        goals.push(goal_by_run(
             &format!("sqs-engine messages/s / raw ceiling's, ack-only{}", at(row)),
             row.vs_ceiling.messages_per_sec,
             0.8,
-            false,
+            &row.vs_ceiling_by_run,
         ));
         goals.push(goal(
             &format!("sqs-engine messages/s / naive loop's, ack-only{}", at(row)),
@@ -679,13 +720,18 @@ impl fmt::Display for Summary {
                 Some(false) => "MISSED",
                 None => "not measured",
             };
-            writeln!(
+            write!(
                 f,
                 "  {:<78} {:>8} (goal {}) {verdict}",
                 goal.name,
                 num(goal.measured, 3),
                 goal.goal
             )?;
+            if goal.by_run.len() > 1 {
+                let each: Vec<String> = goal.by_run.iter().map(|r| format!("{r:.3}")).collect();
+                write!(f, "; by repetition {}", each.join(", "))?;
+            }
+            writeln!(f)?;
         }
         if let Some(bound) = self.ruststream_over_ceiling_cpu {
             writeln!(
@@ -695,5 +741,82 @@ impl fmt::Display for Summary {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::job::ChildResult;
+
+    /// A run of `system` in ack-only at loopback, repetition `repetition`, that finished 1,000
+    /// messages at `rate` a second.
+    fn run(system: System, repetition: u32, rate: f64) -> RunRecord {
+        RunRecord {
+            scenario: ScenarioKind::AckOnly,
+            latency: Latency::None,
+            ceiling_loops: None,
+            repetition,
+            position: 0,
+            result: ChildResult {
+                system,
+                completed: true,
+                finished: 1_000,
+                deliveries: 1_000,
+                elapsed_secs: 1_000.0 / rate,
+                cpu_secs: 0.05,
+                max_rss_kib: 20_000,
+                calls: None,
+                settlement: None,
+                e2e: None,
+                round_trip: None,
+                timeline: Vec::new(),
+                order_violations: None,
+            },
+            server_calls: None,
+            e2e_settled: None,
+        }
+    }
+
+    #[test]
+    fn the_ceiling_goal_shows_each_repetitions_ratio_beside_the_mean_ones() {
+        let scenario = Scenario::sized(ScenarioKind::AckOnly, 1.0, 64);
+        let systems = [System::SqsEngine, System::Ceiling];
+        // Recorded out of order: the second repetition first.
+        let runs = [
+            run(System::Ceiling, 1, 20_000.0),
+            run(System::SqsEngine, 1, 18_000.0),
+            run(System::SqsEngine, 0, 15_000.0),
+            run(System::Ceiling, 0, 25_000.0),
+        ];
+        let summary = Summary::of(&[scenario], &systems, &runs, &[], true, "embedded");
+        let engine = summary
+            .row(ScenarioKind::AckOnly, System::SqsEngine)
+            .expect("the engine's row");
+        assert_eq!(engine.messages_per_sec_by_run, vec![15_000.0, 18_000.0]);
+        assert_eq!(engine.vs_ceiling_by_run, vec![0.6, 0.9]);
+        let goal = summary
+            .goals
+            .iter()
+            .find(|g| g.name.starts_with("sqs-engine messages/s / raw ceiling's"))
+            .expect("the ceiling goal");
+        assert_eq!(goal.by_run, vec![0.6, 0.9]);
+        // The mean rates' ratio, 16,500 / 22,500, misses the goal of 0.8.
+        assert_eq!(goal.met, Some(false));
+        let printed = summary.to_string();
+        let line = printed
+            .lines()
+            .find(|l| l.contains("raw ceiling's, ack-only, embedded server"))
+            .expect("the goal's line");
+        assert!(
+            line.ends_with("MISSED; by repetition 0.600, 0.900"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn runs_of_unequal_repetitions_have_no_ratio_by_run() {
+        assert!(by_run(&[1.0, 2.0], &[1.0]).is_empty());
+        assert_eq!(by_run(&[1.0, 3.0], &[2.0, 0.0]), vec![0.5]);
     }
 }
