@@ -180,6 +180,10 @@ impl Row {
         }
         let mut by_repetition = runs.to_vec();
         by_repetition.sort_by_key(|r| r.repetition);
+        let messages_per_sec_by_run: Vec<f64> = by_repetition
+            .iter()
+            .map(|r| crate::report::per_sec(r.result.finished, r.result.elapsed_secs))
+            .collect();
         let messages: u64 = runs.iter().map(|r| r.result.finished).sum();
         let deliveries: u64 = runs.iter().map(|r| r.result.deliveries).sum();
         let per_message = |count: u64| count as f64 / messages.max(1) as f64;
@@ -223,15 +227,8 @@ impl Row {
             completed: runs.iter().all(|r| r.result.completed),
             messages,
             deliveries_per_message: per_message(deliveries),
-            messages_per_sec: mean(
-                runs.iter()
-                    .map(|r| crate::report::per_sec(r.result.finished, r.result.elapsed_secs)),
-            )
-            .unwrap_or(0.0),
-            messages_per_sec_by_run: by_repetition
-                .iter()
-                .map(|r| crate::report::per_sec(r.result.finished, r.result.elapsed_secs))
-                .collect(),
+            messages_per_sec: mean(messages_per_sec_by_run.iter().copied()).unwrap_or(0.0),
+            messages_per_sec_by_run,
             calls_per_message: calls
                 .as_ref()
                 .map(|calls| per_message(calls.values().sum())),
