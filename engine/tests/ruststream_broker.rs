@@ -1,6 +1,8 @@
 //! The RustStream broker's own behaviour, live against LocalStack: what goes over the wire, and
 //! in how many calls.
 
+mod subscription;
+
 use sqs_engine_test_support as support;
 
 use std::collections::HashSet;
@@ -8,10 +10,11 @@ use std::num::NonZeroU32;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::join_all;
-use futures::{Stream, StreamExt};
-use ruststream::{Broker, BytesMut, ConnectedBroker, OutgoingMessage, Subscriber};
+use ruststream::{Broker, ConnectedBroker, Subscriber};
 use sqs_engine::prelude::*;
+use subscription::{message, next};
 use support::Recording;
 
 async fn connect(recording: &Recording) -> ConnectedSqsBroker {
@@ -26,23 +29,6 @@ fn queue(name: &str) -> SqsQueue {
     SqsQueue::new(name)
         .create_if_missing()
         .wait(Duration::from_secs(1))
-}
-
-fn message<'a>(name: &'a str, body: &[u8], headers: HeaderMap) -> OutgoingMessage<'a, BytesMut> {
-    OutgoingMessage::produced(name, BytesMut::from(body)).with_headers(headers)
-}
-
-/// The next delivery of a subscription's stream, within 20 s; `what` names it if none comes.
-async fn next<S, E>(stream: &mut S, what: &str) -> SqsMessage
-where
-    S: Stream<Item = Result<SqsMessage, E>> + Unpin,
-    E: std::fmt::Debug,
-{
-    tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .unwrap_or_else(|_| panic!("no {what} within 20 s"))
-        .expect("the stream goes on")
-        .unwrap_or_else(|error| panic!("{what}: {error:?}"))
 }
 
 fn calls(recording: &Recording, action: &str) -> Vec<usize> {

@@ -3,17 +3,20 @@
 //! body and headers a direct publish gives, the queue's policy lets the topic deliver, and
 //! publishes share `PublishBatch` calls.
 
+mod subscription;
+
 use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::join_all;
-use futures::{Stream, StreamExt};
 use ruststream::testing::TestApp;
-use ruststream::{Broker, BytesMut, ConnectedBroker, OutgoingMessage, Subscriber};
+use ruststream::{Broker, ConnectedBroker, Subscriber};
 use serde::{Deserialize, Serialize};
 use sqs_engine::prelude::*;
+use subscription::{message, next};
 
 // ---------------------------------------------------------------------------------------------
 // In process
@@ -154,22 +157,6 @@ fn queue(name: &str) -> SqsQueue {
     SqsQueue::new(name)
         .create_if_missing()
         .wait(Duration::from_secs(1))
-}
-
-fn message<'a>(name: &'a str, body: &[u8], headers: HeaderMap) -> OutgoingMessage<'a, BytesMut> {
-    OutgoingMessage::produced(name, BytesMut::from(body)).with_headers(headers)
-}
-
-async fn next<S, E>(stream: &mut S, what: &str) -> SqsMessage
-where
-    S: Stream<Item = Result<SqsMessage, E>> + Unpin,
-    E: std::fmt::Debug,
-{
-    tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .unwrap_or_else(|_| panic!("no {what} within 20 s"))
-        .expect("the stream goes on")
-        .unwrap_or_else(|error| panic!("{what}: {error:?}"))
 }
 
 async fn sns_client() -> aws_sdk_sns::Client {

@@ -1,0 +1,34 @@
+//! What the RustStream broker's tests share: an outgoing message, and the next delivery of a
+//! subscription's stream.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use ruststream::{BytesMut, HeaderMap, OutgoingMessage};
+use sqs_engine::prelude::*;
+
+/// A message named `name` with `body` and `headers`, as a producer sends it.
+pub(crate) fn message<'a>(
+    name: &'a str,
+    body: &[u8],
+    headers: HeaderMap,
+) -> OutgoingMessage<'a, BytesMut> {
+    OutgoingMessage::produced(name, BytesMut::from(body)).with_headers(headers)
+}
+
+/// The next delivery of a subscription's stream, within 20 s; `what` names it if none comes.
+///
+/// # Panics
+///
+/// When none comes within 20 s, the stream ends, or it yields an error.
+pub(crate) async fn next<S, E>(stream: &mut S, what: &str) -> SqsMessage
+where
+    S: Stream<Item = Result<SqsMessage, E>> + Unpin,
+    E: std::fmt::Debug,
+{
+    tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within 20 s"))
+        .expect("the stream goes on")
+        .unwrap_or_else(|error| panic!("{what}: {error:?}"))
+}
