@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::future::join_all;
 use ruststream::{Broker, ConnectedBroker, Subscriber};
 use sqs_engine::prelude::*;
-use subscription::{message, next};
+use subscription::{message, next, queue};
 use support::Recording;
 
 async fn connect(recording: &Recording) -> ConnectedSqsBroker {
@@ -23,12 +23,6 @@ async fn connect(recording: &Recording) -> ConnectedSqsBroker {
         .connect()
         .await
         .expect("connect")
-}
-
-fn queue(name: &str) -> SqsQueue {
-    SqsQueue::new(name)
-        .create_if_missing()
-        .wait(Duration::from_secs(1))
 }
 
 fn calls(recording: &Recording, action: &str) -> Vec<usize> {

@@ -16,7 +16,7 @@ use ruststream::testing::TestApp;
 use ruststream::{Broker, ConnectedBroker, Subscriber};
 use serde::{Deserialize, Serialize};
 use sqs_engine::prelude::*;
-use subscription::{message, next};
+use subscription::{message, next, queue};
 
 // ---------------------------------------------------------------------------------------------
 // In process
@@ -151,12 +151,6 @@ async fn connect() -> ConnectedSqsBroker {
         .connect()
         .await
         .expect("connect")
-}
-
-fn queue(name: &str) -> SqsQueue {
-    SqsQueue::new(name)
-        .create_if_missing()
-        .wait(Duration::from_secs(1))
 }
 
 async fn sns_client() -> aws_sdk_sns::Client {

@@ -1,11 +1,18 @@
-//! What the RustStream broker's tests share: an outgoing message, and the next delivery of a
-//! subscription's stream.
+//! What the RustStream broker's tests share: a queue created if missing, an outgoing message,
+//! and the next delivery of a subscription's stream.
 
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use ruststream::{BytesMut, HeaderMap, OutgoingMessage};
 use sqs_engine::prelude::*;
+
+/// The queue `name`, created if missing, long-polled for a second.
+pub(crate) fn queue(name: &str) -> SqsQueue {
+    SqsQueue::new(name)
+        .create_if_missing()
+        .wait(Duration::from_secs(1))
+}
 
 /// A message named `name` with `body` and `headers`, as a producer sends it.
 pub(crate) fn message<'a>(
