@@ -151,7 +151,7 @@ pub(crate) struct CompareArgs {
 
     /// Scale of the message counts at a latency, relative to `--scale` (the slowest systems
     /// move some 600 messages a second there). The raw ceiling and sqs-engine's native API run
-    /// [`FAST_MESSAGES_AT_LATENCY`] times as many.
+    /// eight times as many (`FAST_MESSAGES_AT_LATENCY`).
     #[arg(long, default_value_t = 0.25, value_parser = scenario::parse_scale)]
     pub(crate) latency_scale: f64,
 
