@@ -449,7 +449,7 @@ impl EngineBuilder {
 }
 
 /// The most receivers at once, unless told otherwise.
-const DEFAULT_RECEIVERS: usize = 128;
+pub(crate) const DEFAULT_RECEIVERS: usize = 128;
 
 /// The most messages held at once, unless told otherwise.
 const DEFAULT_MAX_HELD: usize = 4_096;

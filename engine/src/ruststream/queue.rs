@@ -11,6 +11,7 @@ use super::broker::ConnectedSqsBroker;
 use super::error::SqsError;
 use super::subscriber::SqsSubscriber;
 use crate::bounded::{MaxReceiveCount, WaitTime};
+use crate::engine::DEFAULT_RECEIVERS;
 use crate::limits::MAX_QUEUE_NAME_LEN;
 use crate::queue_url::is_url;
 
@@ -89,9 +90,6 @@ pub struct SqsQueue {
     pub(crate) max_attempts: Option<NonZeroU32>,
     pub(crate) dead_letter: Option<String>,
 }
-
-/// The most receivers, unless told otherwise: the engine's own default.
-const DEFAULT_RECEIVERS: usize = 128;
 
 /// The default cap on deliveries handed out and unsettled: high enough that the framework's
 /// `workers(n)` is what bounds them.
