@@ -9,6 +9,10 @@
 
 use sqs_engine_test_support as support;
 
+#[path = "subscription/queue.rs"]
+mod subscription_queue;
+use subscription_queue::queue;
+
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -33,13 +37,6 @@ fn broker() -> SqsBroker {
 
 fn in_process() -> InProcessBroker<SqsBroker> {
     InProcessBroker::new(broker())
-}
-
-/// A queue the suite owns, with a short long poll so that subscriptions stop quickly.
-fn queue(name: &str) -> SqsQueue {
-    SqsQueue::new(name)
-        .create_if_missing()
-        .wait(Duration::from_secs(1))
 }
 
 /// As [`queue`], with a short visibility, for the suites that wait for an unsettled delivery

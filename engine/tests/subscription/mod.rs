@@ -7,12 +7,8 @@ use futures::{Stream, StreamExt};
 use ruststream::{BytesMut, HeaderMap, OutgoingMessage};
 use sqs_engine::prelude::*;
 
-/// The queue `name`, created if missing, long-polled for a second.
-pub(crate) fn queue(name: &str) -> SqsQueue {
-    SqsQueue::new(name)
-        .create_if_missing()
-        .wait(Duration::from_secs(1))
-}
+mod queue;
+pub(crate) use queue::queue;
 
 /// A message named `name` with `body` and `headers`, as a producer sends it.
 pub(crate) fn message<'a>(
