@@ -9,10 +9,6 @@
 
 use sqs_engine_test_support as support;
 
-#[path = "subscription/queue.rs"]
-mod subscription_queue;
-use subscription_queue::queue;
-
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -23,6 +19,10 @@ use ruststream::conformance::{capabilities, lifecycle, retry, settlement};
 use ruststream::testing::{Backlog, InProcess};
 use ruststream::{Bytes, ConnectedBroker, OutgoingMessage};
 use sqs_engine::prelude::*;
+use subscription_queue::queue;
+
+#[path = "subscription/queue.rs"]
+mod subscription_queue;
 
 /// The broker as a deployment configures it: against LocalStack when connected live, on its
 /// own in-process SQS when wrapped in `InProcessBroker`. Bare-name subscriptions create their
