@@ -25,6 +25,7 @@ use crate::settle::coalescer::CoalescerConfig;
 mod builder;
 mod dispatch;
 
+#[cfg(feature = "ruststream")]
 pub(crate) use builder::DEFAULT_RECEIVERS;
 pub use builder::EngineBuilder;
 use dispatch::{Dispatch, NoHandler, dispatch_until_shutdown};
