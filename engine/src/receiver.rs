@@ -23,9 +23,9 @@ use crate::system_attributes::SystemAttributes;
 use crate::take_rate::TakeRate;
 
 /// Receives in flight worth having per second of a receive's round trip: enough for 60,000
-/// messages a second (ten a receive), more than one engine process on two cores handles
-/// (`loadtest compare` at loopback, ack-only: about 16,000 to 24,000 with the embedded server
-/// on the same cores). More only cost CPU and leave batches less full.
+/// messages a second (ten a receive). With room for 150,000, as settlement calls have, one
+/// engine process on two cores moved no more (`loadtest compare`, ack-only, at loopback and at
+/// 0.5 and 10 ms a call). More only cost CPU and leave batches less full.
 const RECEIVES_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
 
 /// How many times the messages the workers take now the receives in flight may bring: when

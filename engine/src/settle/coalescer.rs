@@ -62,9 +62,13 @@ pub(crate) struct Batch<T> {
 /// once (see [`Coalescer::round_trip`]).
 pub(crate) type CoalescerConfig = BatchConfig;
 
-/// Batch calls in flight worth allowing per second of their round trip: enough for 6,000
-/// calls a second of one lane (60,000 messages), more than one engine process settles.
-const CALLS_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
+/// Batch calls in flight worth allowing per second of their round trip: enough for 15,000
+/// calls a second of one lane (150,000 messages). One engine process on two cores settles up to
+/// about 100,000 messages a second (`loadtest compare`, ack-only, with the embedded server on the
+/// same cores), and its calls' answers bunch: with room for only 60,000, settlement was what
+/// held it back at a round trip of a millisecond or more (receivers waited for it a third of
+/// their time).
+const CALLS_PER_ROUND_TRIP_SECOND: f64 = 15_000.0;
 
 /// The fewest calls of a lane allowed in flight, whatever the round trip: a full batch
 /// waiting for a slot is cheaper than a partial one sent early, but not by this many.
@@ -243,7 +247,7 @@ mod tests {
             16,
             "a short round trip keeps batches waiting for full ones"
         );
-        c.round_trip(Duration::from_millis(10), false);
+        c.round_trip(Duration::from_millis(4), false);
         assert_eq!(c.allowed(), 60);
         c.round_trip(Duration::from_millis(50), false);
         assert_eq!(c.allowed(), 128, "the cap");
@@ -255,11 +259,11 @@ mod tests {
     #[test]
     fn a_round_trip_made_long_by_queueing_at_the_server_allows_no_more_calls() {
         let mut c = coalescer(128);
-        c.round_trip(Duration::from_millis(10), false);
+        c.round_trip(Duration::from_millis(4), false);
         assert_eq!(c.allowed(), 60);
         c.round_trip(Duration::from_millis(40), true);
         assert_eq!(c.allowed(), 60, "queueing: no more than before");
-        c.round_trip(Duration::from_millis(5), true);
+        c.round_trip(Duration::from_millis(2), true);
         assert_eq!(c.allowed(), 30, "a shorter round trip still allows fewer");
         c.round_trip(Duration::from_millis(40), false);
         assert_eq!(
