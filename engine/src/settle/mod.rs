@@ -34,7 +34,7 @@ use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::round_trip::{LoadedRoundTrip, RoundTrip};
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
-use heartbeat::HeartbeatConfig;
+use heartbeat::{AfterFailure, HeartbeatConfig};
 pub(crate) use state::{Answers, DeleteFill};
 use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
@@ -369,7 +369,14 @@ fn answer(
     }
 }
 
-/// Records the answer for a heartbeat's extension.
+/// Why an extension failed, and whether sending it again could mend it.
+struct ExtensionFailure {
+    error: String,
+    permanent: bool,
+}
+
+/// Records the answer for a heartbeat's extension. A failed one is tried again before the
+/// message's known deadline, unless permanent (see [`heartbeat::Schedule::failed`]).
 fn answer_extension(
     settler: &Settler,
     key: u64,
@@ -377,7 +384,7 @@ fn answer_extension(
     last: bool,
     sent_at: Instant,
     seconds: u32,
-    result: Result<(), String>,
+    result: Result<(), ExtensionFailure>,
 ) {
     match result {
         Ok(()) => {
@@ -394,19 +401,38 @@ fn answer_extension(
                 );
             }
         }
-        Err(error) => {
-            if !settler.lock().failed(key) {
-                // Settled while its extension was in flight: the settlement decides.
-                debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
-                return;
+        Err(ExtensionFailure { error, permanent }) => {
+            let now = Instant::now();
+            let (after, wake) = settler.lock().failed(key, now, permanent);
+            if wake {
+                settler.wake.notify_one();
             }
-            settler.metrics.extension(false);
-            warn!(
-                queue = %settler.name,
-                message_id,
-                error = %error,
-                "visibility extension failed: the message may be delivered again before it is settled"
-            );
+            match after {
+                AfterFailure::Untracked => {
+                    // Settled while its extension was in flight: the settlement decides.
+                    debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
+                }
+                AfterFailure::Retry { due, deadline } => {
+                    debug!(
+                        queue = %settler.name,
+                        message_id,
+                        error = %error,
+                        retry_in = ?due.saturating_duration_since(now),
+                        deadline_in = ?deadline.saturating_duration_since(now),
+                        "visibility extension failed; trying again before the message's deadline"
+                    );
+                }
+                AfterFailure::GaveUp => {
+                    settler.metrics.extension(false);
+                    warn!(
+                        queue = %settler.name,
+                        message_id,
+                        error = %error,
+                        permanent,
+                        "visibility extension failed: the message may be delivered again before it is settled"
+                    );
+                }
+            }
         }
     }
 }
@@ -614,9 +640,18 @@ fn finish_entry(
         } => {
             let result = match failure {
                 None => Ok(()),
-                Some(Failure::Rejected(failure)) => Err(failure.to_string()),
-                Some(Failure::Call { error, .. }) => Err(error.to_string()),
-                Some(Failure::Stopped) => Err("the engine stopped".to_owned()),
+                Some(Failure::Rejected(failure)) => Err(ExtensionFailure {
+                    permanent: !failure.is_transient(),
+                    error: failure.to_string(),
+                }),
+                Some(Failure::Call { error, .. }) => Err(ExtensionFailure {
+                    permanent: !error.is_transient(),
+                    error: error.to_string(),
+                }),
+                Some(Failure::Stopped) => Err(ExtensionFailure {
+                    error: "the engine stopped".to_owned(),
+                    permanent: true,
+                }),
             };
             answer_extension(settler, key, &message_id, last, sent_at, seconds, result);
         }
