@@ -270,7 +270,7 @@ impl EngineBuilder {
     /// fifth of the visibility timeout, at least 1 s and at most 60 s; never more than half
     /// the timeout. At least 1 s: a smaller margin would send extensions at the deadline
     /// itself, after SQS may already have handed the message out again. An extension that
-    /// fails is tried again until the deadline (a permanent refusal excepted), so the margin is
+    /// fails is tried again until the deadline (unless SQS refused its receipt handle), so the margin is
     /// how long a brownout of `ChangeMessageVisibilityBatch` may last without a running message
     /// being handed out again: make it longer than the outages to ride out.
     pub fn heartbeat_margin(mut self, margin: Duration) -> Self {

@@ -9,11 +9,12 @@
 //! An extension that fails transiently (its call throttled or failing past the call's retry
 //! budget) is tried again, a short backoff later (see [`retry_delay`]), for as long as the
 //! delivery's known deadline has not passed: a brownout longer than one call's retries does
-//! not end the heartbeat. Only once the deadline has passed, when SQS may already have handed
-//! the message out again, does the heartbeat give the delivery up. A permanent refusal (a
-//! receipt handle SQS no longer knows, access denied) gives it up at once: sending the same
-//! handle again before the deadline cannot mend it, and access denied is the health's to
-//! report.
+//! not end the heartbeat. Only once the deadline has come, when SQS may already have handed
+//! the message out again, does the heartbeat give the delivery up. SQS refusing the entry
+//! itself for good (a receipt handle it no longer knows) gives it up at once: sending the same
+//! handle again cannot mend that. A whole call refused (access denied, expired credentials) is
+//! tried again like a transient failure: it may be mended before the deadline, which bounds
+//! the tries (each failed call is logged as it fails).
 //!
 //! [`Schedule`] is pure: no I/O, no clock; `now` is passed in.
 

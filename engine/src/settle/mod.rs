@@ -369,7 +369,8 @@ fn answer(
     }
 }
 
-/// Why an extension failed, and whether sending it again could mend it.
+/// Why an extension failed, and whether sending it again could mend it: not when SQS refused
+/// the entry itself (its receipt handle is no longer valid), nor once the engine stopped.
 struct ExtensionFailure {
     error: String,
     permanent: bool,
@@ -644,8 +645,11 @@ fn finish_entry(
                     permanent: !failure.is_transient(),
                     error: failure.to_string(),
                 }),
+                // A call that failed as a whole, even in a way retrying cannot mend at once
+                // (access denied, expired credentials), is tried again until the deadline: it
+                // may be mended by then, and the deadline bounds the tries.
                 Some(Failure::Call { error, .. }) => Err(ExtensionFailure {
-                    permanent: !error.is_transient(),
+                    permanent: false,
                     error: error.to_string(),
                 }),
                 Some(Failure::Stopped) => Err(ExtensionFailure {
@@ -938,6 +942,52 @@ mod tests {
         tracker.wait().await;
         assert_eq!(api.calls(), vec![vec!["r=30"], vec!["r=30"], vec!["r=100"]]);
         assert_eq!(queue.metrics_stats().extensions.ok, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_is_refused_is_given_up()
+     {
+        // A paused clock: the extension falls due 24 s in, and its retry a second later.
+        let api = StandIn::scripted(vec![
+            Err(CallError::new(
+                CallErrorKind::AccessDenied,
+                "credentials expired",
+            )),
+            Ok(vec![failed("ReceiptHandleIsInvalid", true)]),
+        ]);
+        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
+        let (drain, tracker) = start_driver(&queue);
+        let start = Instant::now();
+        let key = queue.settler.register(
+            Arc::from("r"),
+            Arc::from("id-r"),
+            start + Duration::from_secs(30),
+            start + crate::limits::MAX_VISIBILITY,
+        );
+        tokio::time::sleep(Duration::from_secs(24)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            api.calls().len(),
+            1,
+            "the refused call is not retried at once"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            api.calls().len(),
+            2,
+            "a call refused as a whole is tried again before the deadline"
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            api.calls(),
+            vec![vec!["r=30"], vec!["r=30"]],
+            "a receipt handle refused for good is not tried again"
+        );
+        assert_eq!(queue.metrics_stats().extensions.failed, 1);
+        assert!(queue.settler.forget(key.expect("tracked")).is_some());
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
     }
 
     #[tokio::test(start_paused = true)]
