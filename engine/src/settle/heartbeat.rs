@@ -309,13 +309,13 @@ impl Schedule {
         let Some(tracked) = self.tracked.get_mut(&key) else {
             return AfterFailure::Untracked;
         };
+        if tracked.phase == Phase::Waiting {
+            // Not in flight after all: its place among the due times goes.
+            self.due.remove(&(tracked.due, key));
+        }
         if permanent || now >= tracked.deadline {
             tracked.phase = Phase::Done;
             return AfterFailure::GaveUp;
-        }
-        if tracked.phase == Phase::Waiting {
-            // Not in flight after all: its place in the queue of due times moves.
-            self.due.remove(&(tracked.due, key));
         }
         tracked.failures = tracked.failures.saturating_add(1);
         let due = (now + retry_delay(tracked.failures, self.config.margin)).min(tracked.deadline);
