@@ -79,7 +79,7 @@ pub(crate) struct ConsumerConfig {
     /// Messages held at once: received and not yet settled (waiting, being handled, or
     /// waiting for SQS's answer to their settlement).
     pub(crate) capacity: usize,
-    /// KiB of message bodies held at once.
+    /// KiB of messages (bodies and message attributes) held at once.
     pub(crate) capacity_kib: usize,
     /// Of those, the most received and not yet handed out (at least one receive batch).
     pub(crate) ahead: usize,

@@ -78,6 +78,12 @@ impl Delivery {
         Self { message, ticket }
     }
 
+    /// Gives the delivery the room its message takes among the bytes held, once it has it:
+    /// freed as `body` of [`new`](Self::new) would be.
+    pub(crate) fn hold(&mut self, room: Option<BodyRoom>) {
+        self.ticket.body = room;
+    }
+
     /// Gives the delivery its FIFO group's turn: settling it passes the turn on.
     pub(crate) fn take_turn(&mut self, turn: Turn) {
         self.ticket.turn = Some(turn);
@@ -160,8 +166,8 @@ pub struct Ticket {
     /// The delivery's place among the messages the engine may hold; freed when its settlement
     /// is answered, or when it is dropped unsettled.
     slot: Option<OwnedSemaphorePermit>,
-    /// Its body's room among the bytes held: freed when it is settled (its handler is done
-    /// with the body) or dropped.
+    /// Its message's room among the bytes held (body and message attributes): freed when it
+    /// is settled (its handler is done with the message) or dropped.
     body: Option<BodyRoom>,
     /// Its FIFO group's turn, when it has it.
     turn: Option<Turn>,

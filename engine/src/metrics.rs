@@ -21,10 +21,10 @@
 //! | `sqs_engine_receive_count` | histogram | `queue` | `ApproximateReceiveCount` of each delivery |
 //! | `sqs_engine_last_receive_deliveries_total` | counter | `queue` | deliveries at the last receive the redrive policy allows |
 //! | `sqs_engine_redrive_returns_total` | counter | `queue` | drops at the cap returned (visibility 0) for SQS to move to the dead-letter queue |
-//! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: the message may come back while its handler runs) |
+//! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: given up, at the message's deadline or refused for good; the message may come back while its handler runs) |
 //! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages received and not yet settled (prefetched, being handled, or with a settlement awaiting SQS's answer) |
 //! | `sqs_engine_messages_prefetched` | gauge | `queue` | messages received and waiting for a worker |
-//! | `sqs_engine_messages_held_bytes` | gauge | `queue` | bytes of message bodies held (whole KiB each, until settled), bounded by `max_held_bytes` |
+//! | `sqs_engine_messages_held_bytes` | gauge | `queue` | bytes of messages held, bodies and message attributes (whole KiB each, until settled), bounded by `max_held_bytes` |
 //! | `sqs_engine_receivers_active` | gauge | `queue` | long-poll receivers running: as many as keep up with the queue, up to `receivers` |
 //! | `sqs_engine_settle_batches_in_flight` | gauge | `queue`, `action` | settlement batch calls awaiting SQS's answer |
 //! | `sqs_engine_handlers_running` | gauge | `queue` | handler invocations running |
@@ -298,7 +298,7 @@ pub const METRICS: &[MetricInfo] = &[
         HELD_BYTES,
         MetricKind::Gauge,
         Unit::Bytes,
-        "Bytes of message bodies held (each counted in whole KiB until its message is settled).",
+        "Bytes of messages held, bodies and message attributes (each message counted in whole KiB until it is settled).",
     ),
     info(
         RECEIVERS_ACTIVE,

@@ -72,7 +72,8 @@ pub(crate) struct Receivers {
     /// Messages held at once (received and not yet settled): taken for a whole receive batch
     /// before each call.
     pub(crate) slots: Arc<Semaphore>,
-    /// Bytes of message bodies held, in KiB: taken after a receive for what it brought.
+    /// Bytes of messages held (bodies and message attributes), in KiB: taken after a receive
+    /// for what it brought, while the heartbeat keeps its messages invisible.
     pub(crate) bytes: Arc<Semaphore>,
     /// Room for messages received and not yet handed out (the prefetch).
     pub(crate) ahead: Arc<Semaphore>,
@@ -306,9 +307,10 @@ impl Receivers {
 /// Before each call it takes room for `max_messages` from `ahead`, the messages that may wait
 /// received and not yet handed out (the prefetch), and from `slots`, the messages the engine
 /// may hold at once (handed out and unsettled, or waiting), so it never receives more than can
-/// start soon: while either is full, it waits instead of polling. After the call, the bodies it
-/// brought take their size from `bytes`. The room in `ahead` of the messages received is given
-/// back as the consumer hands them out.
+/// start soon: while either is full, it waits instead of polling. After the call, the messages
+/// it brought take their size (bodies and message attributes) from `bytes`: made deliveries
+/// first, so that the heartbeat keeps them invisible however long they wait for that room. The
+/// room in `ahead` of the messages received is given back as the consumer hands them out.
 /// A failed receive backs off with jitter and tries again, for as long as it fails.
 ///
 /// When `stop` is cancelled during a long poll, the poll gets four round trips (as measured on
@@ -407,38 +409,41 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     // have waited out its long poll.
                     set.round_trip.sample(called_at.elapsed(), set.active());
                 }
-                // The bodies' room: waited for with the messages in hand, so the cap may be
-                // passed by what the receives in flight bring, never by more.
-                let sizes: Vec<u32> = messages.iter().map(|m| body_kib(&m.body)).collect();
+                let sizes: Vec<u32> = messages.iter().map(held_kib).collect();
                 let wanted = sizes.iter().sum::<u32>().min(set.bytes_cap);
+                // Deliveries first, so that the heartbeat keeps them invisible while they wait
+                // for their room below, however long that takes.
+                queue.metrics.received(messages.len());
+                let mut deliveries: Vec<Delivery> = messages
+                    .into_iter()
+                    .map(|message| {
+                        let slot = permits.split(1);
+                        Delivery::new(Arc::clone(queue), message, slot, None, called_at)
+                    })
+                    .collect();
+                // The room not used goes back now; the rest as the deliveries are handed out.
+                drop(permits);
+                // Their room among the bytes held: waited for with the messages in hand, so the
+                // cap may be passed by what the receives in flight bring, never by more.
                 let bytes = tokio::select! {
                     biased;
                     () = stop.cancelled() => {
-                        return_at_once(queue, messages, &mut permits, called_at);
+                        crate::delivery::return_all(queue, deliveries);
                         return;
                     }
                     bytes = Arc::clone(&set.bytes).acquire_many_owned(wanted) => bytes,
                 };
                 let Ok(mut bytes) = bytes else {
-                    return_at_once(queue, messages, &mut permits, called_at);
+                    crate::delivery::return_all(queue, deliveries);
                     return;
                 };
-                // Counted here, not before: returned at once above, they count there.
-                queue.metrics.received(messages.len());
-                let deliveries: Vec<Delivery> = messages
-                    .into_iter()
-                    .zip(sizes)
-                    .map(|(message, kib)| {
-                        let slot = permits.split(1);
-                        let body = bytes
-                            .split((kib as usize).min(bytes.num_permits()))
-                            .map(|permit| BodyRoom::new(permit, Arc::clone(&queue.metrics)));
-                        Delivery::new(Arc::clone(queue), message, slot, body, called_at)
-                    })
-                    .collect();
+                for (delivery, kib) in deliveries.iter_mut().zip(sizes) {
+                    let room = bytes
+                        .split((kib as usize).min(bytes.num_permits()))
+                        .map(|permit| BodyRoom::new(permit, Arc::clone(&queue.metrics)));
+                    delivery.hold(room);
+                }
                 drop(bytes);
-                // The room not used goes back now; the rest as the deliveries are handed out.
-                drop(permits);
                 if let Some(received) = room.split(deliveries.len()) {
                     received.forget();
                 }
@@ -531,9 +536,10 @@ fn nanos_between(epoch: Instant, then: Instant) -> u64 {
     u64::try_from(then.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The room a body takes among the bytes held, in KiB (at least one).
-fn body_kib(body: &str) -> u32 {
-    u32::try_from(body.len().div_ceil(1024).max(1)).unwrap_or(u32::MAX)
+/// The room a message takes among the bytes held, in KiB (at least one): its body and message
+/// attributes, as SQS counts its size.
+fn held_kib(message: &crate::api::ReceivedMessage) -> u32 {
+    u32::try_from(message.size().div_ceil(1024).max(1)).unwrap_or(u32::MAX)
 }
 
 /// A fresh `ReceiveRequestAttemptId`: 32 random hexadecimal digits (SQS takes up to 128

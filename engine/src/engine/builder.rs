@@ -29,7 +29,7 @@ use crate::system_attributes::SystemAttributes;
 ///
 /// The defaults fit a busy queue on a real network without tuning: up to 128 long-poll
 /// receivers of ten messages (as many run as keep up: one on an idle queue), 64 handlers at
-/// once, up to 4,096 messages and 64 MiB of bodies held, batches that wait at most 5 ms for
+/// once, up to 4,096 messages and 64 MiB of messages held, batches that wait at most 5 ms for
 /// company while a call of their kind is in flight, up to 128 of them in flight per action.
 #[derive(Clone)]
 pub struct EngineBuilder {
@@ -182,10 +182,12 @@ impl EngineBuilder {
         self
     }
 
-    /// The most bytes of message bodies held at once (each body counted in whole KiB, until
-    /// its message is settled), at least 1 MiB. Receivers wait for room once they have a
+    /// The most bytes of messages held at once, at least 1 MiB: each message's body and
+    /// message attributes (names, data types and values, as SQS counts a message's size),
+    /// counted in whole KiB until it is settled. Receivers wait for room once they have a
     /// receive's messages in hand, so the bound can be passed by what the receives in flight
-    /// bring, never by more. Default 64 MiB.
+    /// bring, never by more; the heartbeat keeps those messages invisible while they wait.
+    /// Default 64 MiB.
     pub fn max_held_bytes(mut self, bytes: usize) -> Self {
         self.max_held_bytes = bytes;
         self
@@ -267,8 +269,10 @@ impl EngineBuilder {
     /// How long before a message's visibility deadline the heartbeat extends it. Default: a
     /// fifth of the visibility timeout, at least 1 s and at most 60 s; never more than half
     /// the timeout. At least 1 s: a smaller margin would send extensions at the deadline
-    /// itself, after SQS may already have handed the message out again. Make it larger than
-    /// the worst delay of a `ChangeMessageVisibilityBatch` call, retries included.
+    /// itself, after SQS may already have handed the message out again. An extension that
+    /// fails is tried again until the deadline (unless SQS refused its receipt handle), so the margin is
+    /// how long a brownout of `ChangeMessageVisibilityBatch` may last without a running message
+    /// being handed out again: make it longer than the outages to ride out.
     pub fn heartbeat_margin(mut self, margin: Duration) -> Self {
         self.heartbeat_margin = Some(margin);
         self
@@ -454,7 +458,7 @@ pub(crate) const DEFAULT_RECEIVERS: usize = 128;
 /// The most messages held at once, unless told otherwise.
 const DEFAULT_MAX_HELD: usize = 4_096;
 
-/// The most bytes of bodies held at once, unless told otherwise: 64 MiB.
+/// The most bytes of messages held at once, unless told otherwise: 64 MiB.
 const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
 
 #[cfg(test)]

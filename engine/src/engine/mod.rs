@@ -180,7 +180,7 @@ impl Engine {
     /// Opens the queue and starts its receivers, settlement and heartbeat on the current
     /// runtime, handing the deliveries to the caller instead of a handler: see [`Consumer`].
     /// The consumer holds at most [`max_held`](EngineBuilder::max_held) unsettled messages
-    /// (and [`max_held_bytes`](EngineBuilder::max_held_bytes) of bodies), of which at most
+    /// (and [`max_held_bytes`](EngineBuilder::max_held_bytes) of messages), of which at most
     /// `prefetch` (at least one receive batch) received, or being received, and not yet handed
     /// out: it receives as fast as its deliveries are taken.
     ///

@@ -34,7 +34,7 @@ use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::round_trip::{LoadedRoundTrip, RoundTrip};
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
-use heartbeat::HeartbeatConfig;
+use heartbeat::{AfterFailure, HeartbeatConfig};
 pub(crate) use state::{Answers, DeleteFill};
 use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
@@ -369,7 +369,15 @@ fn answer(
     }
 }
 
-/// Records the answer for a heartbeat's extension.
+/// Why an extension failed, and whether sending it again could mend it: not when SQS refused
+/// the entry itself (its receipt handle is no longer valid), nor once the engine stopped.
+struct ExtensionFailure {
+    error: String,
+    permanent: bool,
+}
+
+/// Records the answer for a heartbeat's extension. A failed one is tried again before the
+/// message's known deadline, unless permanent (see [`heartbeat::Schedule::failed`]).
 fn answer_extension(
     settler: &Settler,
     key: u64,
@@ -377,7 +385,7 @@ fn answer_extension(
     last: bool,
     sent_at: Instant,
     seconds: u32,
-    result: Result<(), String>,
+    result: Result<(), ExtensionFailure>,
 ) {
     match result {
         Ok(()) => {
@@ -394,19 +402,38 @@ fn answer_extension(
                 );
             }
         }
-        Err(error) => {
-            if !settler.lock().failed(key) {
-                // Settled while its extension was in flight: the settlement decides.
-                debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
-                return;
+        Err(ExtensionFailure { error, permanent }) => {
+            let now = Instant::now();
+            let (after, wake) = settler.lock().failed(key, now, permanent);
+            if wake {
+                settler.wake.notify_one();
             }
-            settler.metrics.extension(false);
-            warn!(
-                queue = %settler.name,
-                message_id,
-                error = %error,
-                "visibility extension failed: the message may be delivered again before it is settled"
-            );
+            match after {
+                AfterFailure::Untracked => {
+                    // Settled while its extension was in flight: the settlement decides.
+                    debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
+                }
+                AfterFailure::Retry { due, deadline } => {
+                    debug!(
+                        queue = %settler.name,
+                        message_id,
+                        error = %error,
+                        retry_in = ?due.saturating_duration_since(now),
+                        deadline_in = ?deadline.saturating_duration_since(now),
+                        "visibility extension failed; trying again before the message's deadline"
+                    );
+                }
+                AfterFailure::GaveUp => {
+                    settler.metrics.extension(false);
+                    warn!(
+                        queue = %settler.name,
+                        message_id,
+                        error = %error,
+                        permanent,
+                        "visibility extension failed: the message may be delivered again before it is settled"
+                    );
+                }
+            }
         }
     }
 }
@@ -614,9 +641,21 @@ fn finish_entry(
         } => {
             let result = match failure {
                 None => Ok(()),
-                Some(Failure::Rejected(failure)) => Err(failure.to_string()),
-                Some(Failure::Call { error, .. }) => Err(error.to_string()),
-                Some(Failure::Stopped) => Err("the engine stopped".to_owned()),
+                Some(Failure::Rejected(failure)) => Err(ExtensionFailure {
+                    permanent: !failure.is_transient(),
+                    error: failure.to_string(),
+                }),
+                // A call that failed as a whole, even in a way retrying cannot mend at once
+                // (access denied, expired credentials), is tried again until the deadline: it
+                // may be mended by then, and the deadline bounds the tries.
+                Some(Failure::Call { error, .. }) => Err(ExtensionFailure {
+                    permanent: false,
+                    error: error.to_string(),
+                }),
+                Some(Failure::Stopped) => Err(ExtensionFailure {
+                    error: "the engine stopped".to_owned(),
+                    permanent: true,
+                }),
             };
             answer_extension(settler, key, &message_id, last, sent_at, seconds, result);
         }
@@ -903,6 +942,52 @@ mod tests {
         tracker.wait().await;
         assert_eq!(api.calls(), vec![vec!["r=30"], vec!["r=30"], vec!["r=100"]]);
         assert_eq!(queue.metrics_stats().extensions.ok, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_is_refused_is_given_up()
+     {
+        // A paused clock: the extension falls due 24 s in, and its retry a second later.
+        let api = StandIn::scripted(vec![
+            Err(CallError::new(
+                CallErrorKind::AccessDenied,
+                "credentials expired",
+            )),
+            Ok(vec![failed("ReceiptHandleIsInvalid", true)]),
+        ]);
+        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
+        let (drain, tracker) = start_driver(&queue);
+        let start = Instant::now();
+        let key = queue.settler.register(
+            Arc::from("r"),
+            Arc::from("id-r"),
+            start + Duration::from_secs(30),
+            start + crate::limits::MAX_VISIBILITY,
+        );
+        tokio::time::sleep(Duration::from_secs(24)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            api.calls().len(),
+            1,
+            "the refused call is not retried at once"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            api.calls().len(),
+            2,
+            "a call refused as a whole is tried again before the deadline"
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            api.calls(),
+            vec![vec!["r=30"], vec!["r=30"]],
+            "a receipt handle refused for good is not tried again"
+        );
+        assert_eq!(queue.metrics_stats().extensions.failed, 1);
+        assert!(queue.settler.forget(key.expect("tracked")).is_some());
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
     }
 
     #[tokio::test(start_paused = true)]
