@@ -4,7 +4,9 @@
 //! random draw taken from one seed. Each seed's run is checked against the invariants of
 //! `invariants.rs`; the same seed runs the same way, trace for trace.
 //!
-//! - `SIM_SEEDS=n` runs `n` seeds (default 10 000), from `SIM_SEED_START` (default 0).
+//! - By default the seeds `0..10 000` run, and 2 000 more from a start derived from the commit
+//!   under test (printed; `SIM_MOVING_START` sets it), so that each commit explores new seeds.
+//! - `SIM_SEEDS=n` runs `n` seeds instead, from `SIM_SEED_START` (default 0).
 //! - A failing seed prints the command that replays it, `SIM_SEED=<seed> cargo test -p
 //!   sqs-engine --features testing,ruststream --test simulation replay`, and writes its trace
 //!   under the target directory.
@@ -74,14 +76,60 @@ fn check(seed: u64, defect: Option<Defect>) -> (Vec<String>, String) {
     (violations, trace::render(&run))
 }
 
+/// Seeds the CI run covers beyond the fixed ones, from a start that moves with each commit.
+const MOVING_SEEDS: u64 = 2_000;
+
+/// Where the moving seeds start: `SIM_MOVING_START`, else derived from the commit under test
+/// (`git rev-parse HEAD`), so each commit explores seeds no earlier one did, and a failing
+/// seed replays anywhere with `SIM_SEED`. Past the fixed range, so the two never overlap.
+fn moving_start() -> (u64, String) {
+    if let Some(start) = env_u64("SIM_MOVING_START") {
+        return (start, "SIM_MOVING_START".to_owned());
+    }
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .map(|head| head.trim().to_owned());
+    // Outside a git checkout (a packaged crate), the start is fixed by the crate's version.
+    let source = head.unwrap_or_else(|| format!("version {}", env!("CARGO_PKG_VERSION")));
+    let hash = source
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    // Below 2^48, so that seeds stay short enough to type.
+    (CI_SEEDS + hash % (1 << 48), source)
+}
+
+/// The seeds of a run: `SIM_SEEDS` from `SIM_SEED_START` when set; else the fixed regression
+/// range `0..CI_SEEDS` and [`MOVING_SEEDS`] from [`moving_start`].
+fn seed_ranges() -> Vec<std::ops::Range<u64>> {
+    if let Some(seeds) = env_u64("SIM_SEEDS") {
+        let start = env_u64("SIM_SEED_START").unwrap_or(0);
+        return std::iter::once(start..start + seeds).collect();
+    }
+    let (moving, source) = moving_start();
+    static PRINTED: Once = Once::new();
+    PRINTED.call_once(|| {
+        eprintln!(
+            "simulation seeds: 0..{CI_SEEDS} (fixed) and {moving}..{} (moving, from {source})",
+            moving + MOVING_SEEDS
+        );
+    });
+    vec![0..CI_SEEDS, moving..moving + MOVING_SEEDS]
+}
+
 /// Runs the seeds of one shard of the CI run (or of `SIM_SEEDS`); fails on the first seed that
 /// breaks an invariant, with the command to replay it and the path of its trace.
 fn run_shard(shard: u64) {
     quiet_deliberate_panics();
-    let start = env_u64("SIM_SEED_START").unwrap_or(0);
-    let seeds = env_u64("SIM_SEEDS").unwrap_or(CI_SEEDS);
     let mut checked = 0;
-    for seed in (start..start + seeds).filter(|seed| seed % SHARDS == shard) {
+    let seeds = seed_ranges().into_iter().flatten();
+    for seed in seeds.filter(|seed| seed % SHARDS == shard) {
         let (violations, trace) = check(seed, None);
         if !violations.is_empty() {
             let path = trace::write(seed, "", &trace);
