@@ -14,6 +14,8 @@
 //! - shutdown returns within its timeout plus the flush budget, and every settlement a
 //!   handler made was sent;
 //! - the engine's counters agree with what SQS applied and answered;
+//! - while a handler runs with the heartbeat on, an extension of its message that failed is
+//!   tried again before the message's known deadline, where the deadline leaves room for it;
 //! - in a liveness run, once the faults stop, every message ends deleted or dead-lettered in
 //!   the time allowed, and every message a consumer received was handled, unless it came
 //!   behind an earlier message of its FIFO group, or was received again later, or came while
@@ -42,6 +44,7 @@ pub fn check(run: &Run) -> Vec<String> {
     shutdown_in_time_and_complete(run, &facts, &mut violations);
     metrics_agree(run, &facts, &mut violations);
     live(run, &facts, &mut violations);
+    heartbeat_persists(run, &facts, &mut violations);
     violations
 }
 
@@ -595,7 +598,15 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
             + chain * 2
             + plan.max_batch_wait * 2
             + Duration::from_secs(1);
-        let took = stopped.at.saturating_sub(plan.shutdown_at);
+        let signalled = run
+            .events
+            .iter()
+            .find_map(|stamped| match stamped.event {
+                Event::ShutdownSignalled { consumer: c } if c == consumer => Some(stamped.at),
+                _ => None,
+            })
+            .unwrap_or(plan.shutdown_at);
+        let took = stopped.at.saturating_sub(signalled);
         if took > budget {
             violations.push(format!(
                 "c{consumer} took {took:?} to shut down, more than its budget of {budget:?}"
@@ -631,6 +642,133 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
                 "c{consumer}'s {end:?} of {message_id} #{receive_count} at {:?} was never sent",
                 stamped.at
             ));
+        }
+    }
+}
+
+/// How long before its deadline the heartbeat extends a message received with `visibility`
+/// seconds (the engine's documented rule: a fifth of the timeout, within 1 to 60 s, at most
+/// half of it).
+fn margin(visibility: u32) -> Duration {
+    let timeout = Duration::from_secs(u64::from(visibility));
+    (timeout / 5)
+        .clamp(Duration::from_secs(1), Duration::from_secs(60))
+        .min(timeout / 2)
+}
+
+/// The deadline SQS had for `receipt` just before journal position `position`: from its last
+/// visibility change, or its receive, since the run began.
+fn known_deadline(run: &Run, receipt: &str, position: usize) -> Option<Duration> {
+    run.journal
+        .get(..position)
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .find_map(|applied| {
+            let seconds = match &applied.change {
+                Change::VisibilityChanged {
+                    receipt_handle,
+                    seconds,
+                } if receipt_handle == receipt => *seconds,
+                Change::Received {
+                    receipt_handle,
+                    visibility,
+                    ..
+                } if receipt_handle == receipt => *visibility,
+                _ => return None,
+            };
+            Some(
+                applied.at.saturating_duration_since(run.start)
+                    + Duration::from_secs(u64::from(seconds)),
+            )
+        })
+}
+
+fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    // Per receipt, its consumer's visibility calls, in the order they were made.
+    let mut calls_of: HashMap<&str, Vec<&Call>> = HashMap::new();
+    let mut calls: Vec<&Call> = facts
+        .calls
+        .values()
+        .filter(|call| call.action == Action::ChangeVisibility)
+        .collect();
+    calls.sort_by_key(|call| call.index);
+    for call in calls {
+        for (receipt, _) in &call.entries {
+            calls_of.entry(receipt.as_str()).or_default().push(call);
+        }
+    }
+    let mut ended: HashMap<(usize, &String, u32), Duration> = HashMap::new();
+    for stamped in &run.events {
+        if let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            ..
+        } = &stamped.event
+        {
+            ended.insert((*consumer, message_id, *receive_count), stamped.at);
+        }
+    }
+    for stamped in &run.events {
+        let Event::Started {
+            consumer,
+            message_id,
+            receive_count,
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let plan = &run.workload.consumers[*consumer];
+        if !plan.heartbeat {
+            continue;
+        }
+        let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) else {
+            continue;
+        };
+        let Some(&end) = ended.get(&(*consumer, message_id, *receive_count)) else {
+            continue;
+        };
+        let extension = extension_seconds(plan.visibility);
+        let allowance = call_chain(run, *consumer) * 2
+            + margin(plan.visibility) / 4
+            + plan.max_batch_wait
+            + Duration::from_secs(2);
+        let attempts: Vec<&&Call> = calls_of
+            .get(receipt.as_str())
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|call| {
+                        call.consumer == *consumer
+                            && call.at >= stamped.at
+                            && call.at < end
+                            && call
+                                .entries
+                                .iter()
+                                .any(|(r, seconds)| r == receipt && *seconds == extension)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, attempt) in attempts.iter().enumerate() {
+            if attempt.delivered && attempt.applied.contains(receipt) {
+                continue;
+            }
+            let Some(deadline) = known_deadline(run, receipt, run.events[attempt.index].journal)
+            else {
+                continue;
+            };
+            let limit = end.min(deadline);
+            if limit <= attempt.at + allowance {
+                continue;
+            }
+            if attempts.get(k + 1).is_none_or(|next| next.at > limit) {
+                violations.push(format!(
+                    "c{consumer}'s extension of {message_id} #{receive_count} failed at {:?} and was not tried again by {limit:?}, though its handler ran until {end:?} and the message's deadline was {deadline:?}",
+                    attempt.at
+                ));
+            }
         }
     }
 }

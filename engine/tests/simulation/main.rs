@@ -69,11 +69,11 @@ fn replay_command(seed: u64) -> String {
     )
 }
 
-/// Runs `seed` and checks it: its violations, with the trace.
-fn check(seed: u64, defect: Option<Defect>) -> (Vec<String>, String) {
+/// Runs `seed` and checks it: its violations, with the run (for its trace).
+fn check(seed: u64, defect: Option<Defect>) -> (Vec<String>, run::Run) {
     let run = run::run(seed, defect);
     let violations = invariants::check(&run);
-    (violations, trace::render(&run))
+    (violations, run)
 }
 
 /// Seeds the CI run covers beyond the fixed ones, from a start that moves with each commit.
@@ -130,9 +130,9 @@ fn run_shard(shard: u64) {
     let mut checked = 0;
     let seeds = seed_ranges().into_iter().flatten();
     for seed in seeds.filter(|seed| seed % SHARDS == shard) {
-        let (violations, trace) = check(seed, None);
+        let (violations, run) = check(seed, None);
         if !violations.is_empty() {
-            let path = trace::write(seed, "", &trace);
+            let path = trace::write(seed, "", &trace::render(&run));
             panic!(
                 "seed {seed} broke {} invariant(s):\n  {}\nreplay: {}\ntrace: {}",
                 violations.len(),
@@ -172,7 +172,8 @@ fn seeds_shard_3() {
 fn replay() {
     quiet_deliberate_panics();
     let seed = env_u64("SIM_SEED").unwrap_or(0);
-    let (violations, trace) = check(seed, None);
+    let (violations, run) = check(seed, None);
+    let trace = trace::render(&run);
     let path = trace::write(seed, "", &trace);
     eprintln!(
         "seed {seed}: trace {} (hash {:016x})",
@@ -193,8 +194,8 @@ fn a_seed_runs_the_same_way_twice() {
     quiet_deliberate_panics();
     let mut hashes = std::collections::HashSet::new();
     for seed in 0..40 {
-        let (_, first) = check(seed, None);
-        let (_, second) = check(seed, None);
+        let first = trace::render(&check(seed, None).1);
+        let second = trace::render(&check(seed, None).1);
         if first != second {
             let a = trace::write(seed, "-first", &first);
             let b = trace::write(seed, "-second", &second);

@@ -89,7 +89,7 @@ async fn simulate(workload: Workload) -> Run {
     let ids: Vec<(String, String)> = ids.lock().expect("ids").clone();
     let id_of = |body: &String| {
         ids.iter()
-            .find(|(sent, _)| sent == body)
+            .find(|(sent, _)| sent == body.trim_end_matches('.'))
             .map_or_else(|| format!("unknown body {body}"), |(_, id)| id.clone())
     };
     let remaining = sqs.bodies(&workload.queue).iter().map(id_of).collect();
@@ -121,7 +121,7 @@ async fn send_all(
     for message in messages {
         tokio::time::sleep_until(start + message.send_at).await;
         let entry = SendEntry {
-            body: message.body.clone(),
+            body: workload.body(&message.body),
             attributes: Vec::new(),
             deduplication_id: message.group.as_ref().map(|_| message.body.clone()),
             group_id: message.group.clone(),
@@ -142,6 +142,7 @@ async fn consume(
 ) -> Stopped {
     let plan = workload.consumers[consumer].clone();
     let stats = Arc::new(Mutex::new(None));
+    let sqs_now = sqs.clone();
     let api = FaultySqs {
         sqs,
         consumer,
@@ -156,7 +157,8 @@ async fn consume(
     };
     #[cfg(feature = "ruststream")]
     if plan.broker {
-        return crate::broker::consume(consumer, api, record, workload, plan).await;
+        let until = shutdown_moment(&record, &workload, &plan, sqs_now);
+        return crate::broker::consume(consumer, api, record, workload, plan, until).await;
     }
     let mut builder = Engine::builder()
         .api(api)
@@ -187,8 +189,9 @@ async fn consume(
     *stats.lock().expect("stats") = Some(engine.stats());
     let shutdown = {
         let record = record.clone();
+        let until = shutdown_moment(&record, &workload, &plan, sqs_now);
         async move {
-            tokio::time::sleep(plan.shutdown_at).await;
+            until.await;
             record.push(Event::ShutdownSignalled { consumer });
         }
     };
@@ -224,6 +227,42 @@ async fn consume(
     Stopped {
         at,
         stats: Some(result.map_err(|error| error.to_string())),
+    }
+}
+
+/// When a consumer is told to shut down: at its planned moment; in a liveness run, once every
+/// message was sent and the queue holds none (each deleted or dead-lettered), or at the
+/// run's `settle_by` at the latest.
+pub fn shutdown_moment(
+    record: &Record,
+    workload: &Arc<Workload>,
+    plan: &ConsumerPlan,
+    sqs: InProcessSqs,
+) -> impl Future<Output = ()> + Send + 'static {
+    let start = record.start();
+    let workload = Arc::clone(workload);
+    let planned = plan.shutdown_at;
+    async move {
+        let Some(liveness) = workload.liveness else {
+            tokio::time::sleep_until(start + planned).await;
+            return;
+        };
+        let last_send = workload
+            .messages
+            .iter()
+            .map(|message| message.send_at)
+            .max()
+            .unwrap_or_default();
+        let deadline = start + liveness.settle_by;
+        loop {
+            let now = tokio::time::Instant::now();
+            let counts = sqs.counts(&workload.queue);
+            let empty = counts.visible == 0 && counts.in_flight == 0 && counts.delayed == 0;
+            if now >= deadline || (now >= start + last_send && empty) {
+                return;
+            }
+            tokio::time::sleep_until(deadline.min(now + Duration::from_secs(5))).await;
+        }
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Workload {
     pub outage: Option<Outage>,
     /// Set for a run that checks liveness; see [`Liveness`].
     pub liveness: Option<Liveness>,
+    /// The bytes of each body as sent: its name padded with dots (0: the name alone).
+    pub body_size: usize,
 }
 
 /// A run that checks liveness: faults (and outages) stop at `faults_until`, no consumer stops
@@ -109,6 +111,8 @@ pub struct ConsumerPlan {
     /// subscriptions take the receivers, workers, wait, visibility and heartbeat from here and
     /// keep the engine's defaults for the rest; `max_batch_wait` is their batch window.
     pub broker: bool,
+    /// A visibility timeout past the heartbeat's retries, in place of `visibility`.
+    pub long_visibility: Option<u32>,
     /// The engine API a consumer not on the broker runs on.
     pub api: Api,
     /// The settlement calls of one kind in flight at once.
@@ -167,9 +171,9 @@ impl Workload {
         // that a seed's older draws stay what they were.
         let mut more = fastrand::Rng::with_seed(mix(seed, "more", 0));
         // One run in eight is large: many messages, consumers and workers.
-        let large = more.u8(..8) == 0;
+        let large = more.u8(..12) == 0;
         // One in ten has bodies near the engine's byte bound.
-        let body_size = if more.u8(..10) == 0 {
+        let body_size = if more.u8(..25) == 0 {
             more.usize(64 * 1024..=300 * 1024)
         } else {
             0
@@ -180,12 +184,12 @@ impl Workload {
         let redrive = (rng.u8(..10) < 4).then(|| (format!("orders-dead{suffix}"), rng.u32(1..=4)));
         let groups = rng.usize(1..=4);
         let mut count = rng.usize(1..=24);
-        if large {
-            count = more.usize(25..=if body_size > 0 { 60 } else { 500 });
+        if large && body_size == 0 {
+            count = more.usize(25..=500);
         }
         let messages = (0..count)
             .map(|n| Planned {
-                body: padded(format!("message-{n:03}"), body_size),
+                body: format!("message-{n:03}"),
                 group: fifo.then(|| format!("group-{}", rng.usize(..groups))),
                 send_at: if rng.bool() {
                     Duration::ZERO
@@ -231,6 +235,7 @@ impl Workload {
                     // Drawn either way, so that the rest of the run is drawn alike; without the
                     // feature there is no broker to run it through.
                     broker: rng.u8(..4) == 0 && cfg!(feature = "ruststream"),
+                    long_visibility: (more.u8(..5) == 0).then(|| more.u32(60..=300)),
                     api: match more.u8(..6) {
                         0 => Api::Batches,
                         1 => Api::Pull,
@@ -277,6 +282,11 @@ impl Workload {
                 kind,
             }
         });
+        for plan in &mut consumers {
+            if let Some(visibility) = plan.long_visibility.take() {
+                plan.visibility = visibility;
+            }
+        }
         let liveness = liveness.then(|| {
             let faults_until = outage.map_or(faults_until, |outage| faults_until.max(outage.until));
             let last_send = messages
@@ -288,7 +298,13 @@ impl Workload {
             let lanes = if fifo { workers.min(groups) } else { workers };
             // Each message: at most LIVE_FAILURES + 1 handler runs, each of at most four
             // visibility timeouts of work, then a minute's retry_after or a lapsed visibility.
-            let per_message = Duration::from_secs(u64::from(LIVE_FAILURES + 1) * (121 + 60 + 30));
+            let longest = consumers
+                .iter()
+                .map(|plan| u64::from(plan.visibility))
+                .max()
+                .unwrap_or(30);
+            let per_message =
+                Duration::from_secs(u64::from(LIVE_FAILURES + 1) * (5 * longest + 61));
             let serial = u32::try_from(count.div_ceil(lanes.max(1))).unwrap_or(u32::MAX);
             let settle_by =
                 faults_until.max(last_send) + per_message * serial + Duration::from_secs(600);
@@ -317,7 +333,13 @@ impl Workload {
             entry_fault_rate,
             outage,
             liveness,
+            body_size,
         }
+    }
+
+    /// The body sent for a planned message's `name`.
+    pub fn body(&self, name: &str) -> String {
+        padded(name.to_owned(), self.body_size)
     }
 
     /// Whether calls made at `at` may fail: always, but past a liveness run's
@@ -331,7 +353,8 @@ impl Workload {
     /// whose receives hide a message for `visibility` seconds: the same whichever consumer
     /// makes it and whenever.
     pub fn behaviour(&self, body: &str, receive_count: u32, visibility: u32) -> Behaviour {
-        let mut rng = fastrand::Rng::with_seed(mix(self.seed, body, receive_count));
+        let name = body.trim_end_matches('.');
+        let mut rng = fastrand::Rng::with_seed(mix(self.seed, name, receive_count));
         let visibility = Duration::from_secs(u64::from(visibility));
         let work = match rng.u8(..10) {
             0..=3 => Duration::ZERO,
