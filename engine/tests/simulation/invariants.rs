@@ -13,7 +13,13 @@
 //!   under way then;
 //! - shutdown returns within its timeout plus the flush budget, and every settlement a
 //!   handler made was sent;
-//! - the engine's counters agree with what SQS applied and answered.
+//! - the engine's counters agree with what SQS applied and answered;
+//! - while a handler runs with the heartbeat on, an extension of its message that failed is
+//!   tried again before the message's known deadline, where the deadline leaves room for it;
+//! - in a liveness run, once the faults stop, every message ends deleted or dead-lettered in
+//!   the time allowed, and every message a consumer received was handled, unless it came
+//!   behind an earlier message of its FIFO group, or was received again later, or came while
+//!   its consumer was shutting down: no stalled engine, and no message dead-lettered unseen.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -23,7 +29,7 @@ use sqs_engine::testing::Change;
 
 use crate::record::{Action, Answer, Event};
 use crate::run::Run;
-use crate::workload::End;
+use crate::workload::{Api, End, OutageKind};
 
 /// The violations of `run`, empty when it kept every invariant.
 pub fn check(run: &Run) -> Vec<String> {
@@ -37,6 +43,8 @@ pub fn check(run: &Run) -> Vec<String> {
     unsettled_let_go(run, &facts, &mut violations);
     shutdown_in_time_and_complete(run, &facts, &mut violations);
     metrics_agree(run, &facts, &mut violations);
+    live(run, &facts, &mut violations);
+    heartbeat_persists(run, &facts, &mut violations);
     violations
 }
 
@@ -232,7 +240,9 @@ fn settles(end: End, action: Action, seconds: u32) -> bool {
         End::Drop => {
             action == Action::Delete || (action == Action::ChangeVisibility && seconds == 0)
         }
-        End::Retry | End::Fail => action == Action::ChangeVisibility && seconds == 0,
+        End::Retry => action == Action::ChangeVisibility && seconds == 0,
+        // The engine's error policy may hold the message back for a while.
+        End::Fail => action == Action::ChangeVisibility,
         // The seconds depend on when it is sent and on the 12-hour window.
         End::RetryAfter(_) => action == Action::ChangeVisibility,
         End::Panic => false,
@@ -353,6 +363,19 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             // lapsed, as it may.
             continue;
         }
+        let overridden = run.events.iter().any(|late| {
+            matches!(late.event, Event::AppliedLate { applied, .. }
+            if applied.0 >= stamped.journal && applied.0 < next_position
+                && run.journal[applied.0..applied.1].iter().any(|applied| {
+                    matches!(&applied.change, Change::VisibilityChanged { receipt_handle, .. }
+                        if receipt_handle == receipt)
+                }))
+        });
+        if overridden {
+            // A call the engine had given up on reached SQS after the settlement and set
+            // another visibility: nothing a client can prevent.
+            continue;
+        }
         let clamp = *called_at + MAX_VISIBILITY - Duration::from_secs(1);
         let earliest = stamped
             .at
@@ -390,7 +413,33 @@ fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         .enumerate()
         .map(|(position, (message_id, _))| (message_id, position))
         .collect();
+    // A batch handler gets a receive's messages together and owns their order: the messages
+    // of one batch (their start events follow each other, at one moment) start together.
+    let mut batch_of: Vec<Vec<&String>> = Vec::new();
+    let mut batch: Vec<&String> = Vec::new();
+    let mut previous: Option<(usize, Duration)> = None;
     for stamped in &run.events {
+        if let Event::Started {
+            consumer,
+            message_id,
+            ..
+        } = &stamped.event
+            && run.workload.consumers[*consumer].api == Api::Batches
+            && !run.workload.consumers[*consumer].broker
+        {
+            if previous != Some((*consumer, stamped.at)) {
+                batch.clear();
+            }
+            previous = Some((*consumer, stamped.at));
+            batch_of.push(batch.clone());
+            batch.push(message_id);
+        } else {
+            previous = None;
+            batch.clear();
+            batch_of.push(Vec::new());
+        }
+    }
+    for (index, stamped) in run.events.iter().enumerate() {
         let Event::Started {
             consumer,
             message_id,
@@ -402,13 +451,17 @@ fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         let Some(&mine) = position.get(message_id) else {
             continue;
         };
+        let started_with = &batch_of[index];
         let group = &facts.sent[mine].1;
         for (earlier, earlier_group) in &facts.sent[..mine] {
             if earlier_group != group {
                 continue;
             }
             let gone = |at: Option<&usize>| at.is_some_and(|at| *at < stamped.journal);
-            if !gone(facts.removed_at.get(earlier)) && !gone(facts.dead_at.get(earlier)) {
+            if !gone(facts.removed_at.get(earlier))
+                && !gone(facts.dead_at.get(earlier))
+                && !started_with.contains(&earlier)
+            {
                 violations.push(format!(
                     "c{consumer} started {message_id} #{receive_count} of {group:?} at {:?} while {earlier}, sent before it, was still on the queue",
                     stamped.at
@@ -545,13 +598,23 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
             + chain * 2
             + plan.max_batch_wait * 2
             + Duration::from_secs(1);
-        let took = stopped.at.saturating_sub(plan.shutdown_at);
+        let signalled = run
+            .events
+            .iter()
+            .find_map(|stamped| match stamped.event {
+                Event::ShutdownSignalled { consumer: c } if c == consumer => Some(stamped.at),
+                _ => None,
+            })
+            .unwrap_or(plan.shutdown_at);
+        let took = stopped.at.saturating_sub(signalled);
         if took > budget {
             violations.push(format!(
                 "c{consumer} took {took:?} to shut down, more than its budget of {budget:?}"
             ));
         }
-        if let Some(Err(error)) = &stopped.stats {
+        if let Some(Err(error)) = &stopped.stats
+            && !failed_as_it_may(run, consumer, error)
+        {
             violations.push(format!("c{consumer} failed: {error}"));
         }
     }
@@ -583,6 +646,248 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
     }
 }
 
+/// How long before its deadline the heartbeat extends a message received with `visibility`
+/// seconds (the engine's documented rule: a fifth of the timeout, within 1 to 60 s, at most
+/// half of it).
+fn margin(visibility: u32) -> Duration {
+    let timeout = Duration::from_secs(u64::from(visibility));
+    (timeout / 5)
+        .clamp(Duration::from_secs(1), Duration::from_secs(60))
+        .min(timeout / 2)
+}
+
+/// The deadline SQS had for `receipt` just before journal position `position`: from its last
+/// visibility change, or its receive, since the run began.
+fn known_deadline(run: &Run, receipt: &str, position: usize) -> Option<Duration> {
+    run.journal
+        .get(..position)
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .find_map(|applied| {
+            let seconds = match &applied.change {
+                Change::VisibilityChanged {
+                    receipt_handle,
+                    seconds,
+                } if receipt_handle == receipt => *seconds,
+                Change::Received {
+                    receipt_handle,
+                    visibility,
+                    ..
+                } if receipt_handle == receipt => *visibility,
+                _ => return None,
+            };
+            Some(
+                applied.at.saturating_duration_since(run.start)
+                    + Duration::from_secs(u64::from(seconds)),
+            )
+        })
+}
+
+fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    // Per receipt, its consumer's visibility calls, in the order they were made.
+    let mut calls_of: HashMap<&str, Vec<&Call>> = HashMap::new();
+    let mut calls: Vec<&Call> = facts
+        .calls
+        .values()
+        .filter(|call| call.action == Action::ChangeVisibility)
+        .collect();
+    calls.sort_by_key(|call| call.index);
+    for call in calls {
+        for (receipt, _) in &call.entries {
+            calls_of.entry(receipt.as_str()).or_default().push(call);
+        }
+    }
+    let mut ended: HashMap<(usize, &String, u32), Duration> = HashMap::new();
+    for stamped in &run.events {
+        if let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            ..
+        } = &stamped.event
+        {
+            ended.insert((*consumer, message_id, *receive_count), stamped.at);
+        }
+    }
+    for stamped in &run.events {
+        let Event::Started {
+            consumer,
+            message_id,
+            receive_count,
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let plan = &run.workload.consumers[*consumer];
+        if !plan.heartbeat {
+            continue;
+        }
+        let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) else {
+            continue;
+        };
+        let Some(&end) = ended.get(&(*consumer, message_id, *receive_count)) else {
+            continue;
+        };
+        let extension = extension_seconds(plan.visibility);
+        let allowance = call_chain(run, *consumer) * 2
+            + margin(plan.visibility) / 4
+            + plan.max_batch_wait
+            + Duration::from_secs(2);
+        let attempts: Vec<&&Call> = calls_of
+            .get(receipt.as_str())
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|call| {
+                        call.consumer == *consumer
+                            && call.at >= stamped.at
+                            && call.at < end
+                            && call
+                                .entries
+                                .iter()
+                                .any(|(r, seconds)| r == receipt && *seconds == extension)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, attempt) in attempts.iter().enumerate() {
+            if attempt.delivered && attempt.applied.contains(receipt) {
+                continue;
+            }
+            let Some(deadline) = known_deadline(run, receipt, run.events[attempt.index].journal)
+            else {
+                continue;
+            };
+            let limit = end.min(deadline);
+            if limit <= attempt.at + allowance {
+                continue;
+            }
+            if attempts.get(k + 1).is_none_or(|next| next.at > limit) {
+                violations.push(format!(
+                    "c{consumer}'s extension of {message_id} #{receive_count} failed at {:?} and was not tried again by {limit:?}, though its handler ran until {end:?} and the message's deadline was {deadline:?}",
+                    attempt.at
+                ));
+            }
+        }
+    }
+}
+
+fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    let Some(liveness) = run.workload.liveness else {
+        return;
+    };
+    for message_id in &run.remaining {
+        violations.push(format!(
+            "{message_id} is still on the queue at {:?}, long after the faults stopped at {:?}",
+            liveness.settle_by, liveness.faults_until
+        ));
+    }
+    let group_of: HashMap<&String, (usize, &Option<String>)> = facts
+        .sent
+        .iter()
+        .enumerate()
+        .map(|(position, (message_id, group))| (message_id, (position, group)))
+        .collect();
+    let mut started: HashSet<(usize, &String, u32)> = HashSet::new();
+    let mut received_again: HashMap<&String, usize> = HashMap::new();
+    let mut shutting_down: HashMap<usize, usize> = HashMap::new();
+    for (index, stamped) in run.events.iter().enumerate() {
+        match &stamped.event {
+            Event::Started {
+                consumer,
+                message_id,
+                receive_count,
+            } => {
+                started.insert((*consumer, message_id, *receive_count));
+            }
+            Event::Answered {
+                answer: Answer::Received(messages),
+                ..
+            } => {
+                for (message_id, _, _) in messages {
+                    received_again.insert(message_id, index);
+                }
+            }
+            Event::ShutdownSignalled { consumer } => {
+                shutting_down.entry(*consumer).or_insert(index);
+            }
+            _ => {}
+        }
+    }
+    for (index, stamped) in run.events.iter().enumerate() {
+        let Event::Answered {
+            consumer,
+            answer: Answer::Received(messages),
+            ..
+        } = &stamped.event
+        else {
+            continue;
+        };
+        if shutting_down
+            .get(consumer)
+            .is_some_and(|signalled| *signalled < index)
+        {
+            continue;
+        }
+        for (message_id, receive_count, _) in messages {
+            if started.contains(&(*consumer, message_id, *receive_count))
+                || received_again
+                    .get(message_id)
+                    .is_some_and(|last| *last > index)
+            {
+                continue;
+            }
+            let Some(&(position, group)) = group_of.get(message_id) else {
+                continue;
+            };
+            let behind = group.is_some()
+                && messages.iter().any(|(other, _, _)| {
+                    group_of
+                        .get(other)
+                        .is_some_and(|(earlier, its)| *earlier < position && *its == group)
+                });
+            if behind {
+                continue;
+            }
+            let fate = if facts.dead_at.contains_key(message_id) {
+                "; it was dead-lettered"
+            } else {
+                ""
+            };
+            violations.push(format!(
+                "c{consumer} received {message_id} #{receive_count} at {:?} and never handled it{fate}",
+                stamped.at
+            ));
+        }
+    }
+}
+
+/// Whether consumer `consumer` may have stopped with `error`: it gave up on an outage of
+/// refusals that lasted its `give_up_after`, or every call that opens the queue failed until
+/// its retry budget was spent.
+fn failed_as_it_may(run: &Run, consumer: usize, error: &str) -> bool {
+    let plan = &run.workload.consumers[consumer];
+    let gave_up = run.workload.outage.is_some_and(|outage| {
+        outage.kind == OutageKind::Denied && outage.until - outage.from >= plan.give_up_after
+    }) && error.contains("gave up");
+    let open_failed = error.starts_with("opening queue")
+        && run
+            .events
+            .iter()
+            .rev()
+            .find_map(|stamped| match &stamped.event {
+                Event::Answered {
+                    consumer: c,
+                    answer,
+                    ..
+                } if *c == consumer => Some(matches!(answer, Answer::Failed(_))),
+                _ => None,
+            })
+            .unwrap_or(false);
+    gave_up || open_failed
+}
+
 fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     for (consumer, stopped) in run.stopped.iter().enumerate() {
         let Some(Ok(stats)) = &stopped.stats else {
@@ -607,7 +912,7 @@ fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
                 } if *c == consumer => match action {
                     Action::Delete => calls[0] += 1,
                     Action::ChangeVisibility => calls[1] += 1,
-                    Action::Receive => {}
+                    Action::Receive | Action::Open => {}
                 },
                 Event::Ended {
                     consumer: c,
