@@ -313,7 +313,7 @@ impl Schedule {
             // Not in flight after all: its place among the due times goes.
             self.due.remove(&(tracked.due, key));
         }
-        if permanent || now >= tracked.deadline {
+        if permanent || now >= tracked.deadline || crate::defect!(HeartbeatGivesUpOnFailure) {
             tracked.phase = Phase::Done;
             return AfterFailure::GaveUp;
         }

@@ -14,6 +14,9 @@ pub enum Defect {
     /// A FIFO group's next message received in the same batch starts without waiting for the
     /// turn of the one before it.
     FifoNextStartedEarly,
+    /// The heartbeat gives a message up after one extension's call has failed, though its
+    /// deadline is still ahead.
+    HeartbeatGivesUpOnFailure,
 }
 
 thread_local! {
