@@ -44,7 +44,8 @@ impl InProcessSqs {
         queue.messages.release_due(now);
         if queue.fifo
             && let Some(id) = request.attempt_id
-            && let Some(again) = queue.attempt_again(id, now)
+            && let Some(again) =
+                queue.attempt_again(id, now, Duration::from_secs(u64::from(visibility)))
         {
             return again;
         }

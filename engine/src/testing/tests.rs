@@ -143,6 +143,31 @@ async fn a_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages() {
     );
 }
 
+// Paused clock: the visibility timeout passes in no time.
+#[tokio::test(start_paused = true)]
+async fn a_fifo_receive_retried_with_its_attempt_id_restarts_the_visibility_timeout() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    assert_eq!(sqs.receive(&attempt).await.expect("receive").len(), 1);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(sqs.receive(&attempt).await.expect("retry").len(), 1);
+    // 30 s after the first call, 10 s after the retry: SQS counts the 30 s from the retry.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        sqs.counts("orders.fifo").in_flight,
+        1,
+        "hidden until 30 s after the retry"
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(sqs.counts("orders.fifo").visible, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_spent_message_moves_to_the_dead_letter_queue_and_bad_input_is_refused() {
     let sqs = InProcessSqs::new();
