@@ -656,32 +656,27 @@ fn margin(visibility: u32) -> Duration {
         .min(timeout / 2)
 }
 
-/// The deadline SQS had for `receipt` just before journal position `position`: from its last
-/// visibility change, or its receive, since the run began.
-fn known_deadline(run: &Run, receipt: &str, position: usize) -> Option<Duration> {
-    run.journal
-        .get(..position)
-        .unwrap_or_default()
+/// The visibility deadline the engine can know for `receipt` when its call at event `index`
+/// is made: from the start of the receive call that brought it (SQS hides the message at some
+/// moment of a long poll, and the engine cannot know which), or from the start of its last
+/// extension call that SQS applied and answered before then; since the run began.
+fn known_deadline(
+    facts: &Facts,
+    calls: &[&Call],
+    receipt: &str,
+    visibility: u32,
+    index: usize,
+) -> Option<Duration> {
+    let received = *facts.receive_call_at.get(receipt)? + Duration::from_secs(u64::from(visibility));
+    let extended = calls
         .iter()
-        .rev()
-        .find_map(|applied| {
-            let seconds = match &applied.change {
-                Change::VisibilityChanged {
-                    receipt_handle,
-                    seconds,
-                } if receipt_handle == receipt => *seconds,
-                Change::Received {
-                    receipt_handle,
-                    visibility,
-                    ..
-                } if receipt_handle == receipt => *visibility,
-                _ => return None,
-            };
-            Some(
-                applied.at.saturating_duration_since(run.start)
-                    + Duration::from_secs(u64::from(seconds)),
-            )
+        .filter(|call| call.index < index && call.delivered && call.applied.contains(receipt))
+        .filter_map(|call| {
+            let seconds = call.entries.iter().find(|(r, _)| r == receipt)?.1;
+            Some(call.at + Duration::from_secs(u64::from(seconds)))
         })
+        .max();
+    Some(extended.map_or(received, |extended| extended.max(received)))
 }
 
 fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
@@ -755,7 +750,9 @@ fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             if attempt.delivered && attempt.applied.contains(receipt) {
                 continue;
             }
-            let Some(deadline) = known_deadline(run, receipt, run.events[attempt.index].journal)
+            let all = calls_of.get(receipt.as_str()).map_or(&[][..], Vec::as_slice);
+            let Some(deadline) =
+                known_deadline(facts, all, receipt, plan.visibility, attempt.index)
             else {
                 continue;
             };
