@@ -11,7 +11,7 @@
 //! | `SQS_ENGINE_MAX_HELD` | the most messages held in flight (received, not yet settled) | the engine's, 4096 |
 //! | `SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS` | how long running handlers get at shutdown | 30 |
 //! | `SQS_ENGINE_MAX_ATTEMPTS`, `SQS_ENGINE_DEAD_LETTER` | the redrive policy, both or neither | none |
-//! | `SQS_ENGINE_GIVE_UP_AFTER_SECS` | how long receives may fail in a way retrying cannot mend (queue deleted, access denied) before the process exits with an error | 300 |
+//! | `SQS_ENGINE_GIVE_UP_AFTER_SECS` | how long receives, deletes or visibility changes may fail in a way retrying cannot mend (queue deleted, access or KMS key refused) before the process exits with an error | 300 |
 //! | `SQS_ENGINE_METRICS_ADDR` | where `/metrics`, `/healthz` and `/readyz` are served (`0.0.0.0:9464` in a pod) | `127.0.0.1:9464` |
 //! | `RUST_LOG` | the log filter | `info` |
 //!

@@ -109,7 +109,8 @@ impl Consumer {
             runtime,
         );
 
-        let stop_receiving = CancellationToken::new();
+        // The engine giving up (on a receive, a delete or a visibility change) stops receiving.
+        let stop_receiving = queue.health.gave_up_token().child_token();
         let slots = Arc::new(Semaphore::new(config.capacity));
         let bytes = Arc::new(Semaphore::new(config.capacity_kib.max(1)));
         let ahead = Arc::new(Semaphore::new(
@@ -331,7 +332,8 @@ impl ConsumerHandle {
     }
 
     /// The consumer's health: whether its receives succeed, whether it is draining. When its
-    /// receives fail in a way retrying cannot mend for longer than the engine's
+    /// receives, deletes or visibility changes fail in a way retrying cannot mend for longer
+    /// than the engine's
     /// [`give_up_after`](crate::EngineBuilder::give_up_after), the receivers stop and
     /// [`Consumer::recv`] returns `None` once what they brought is taken.
     pub fn health(&self) -> crate::HealthHandle {

@@ -49,18 +49,23 @@ pub enum Error {
         /// The dead-letter queue as it was named.
         dead_letter: String,
     },
-    /// Receives failed in a way retrying cannot mend (the queue is gone, the credentials are
-    /// refused) for longer than [`give_up_after`](crate::EngineBuilder::give_up_after): the
-    /// engine stopped receiving, let its handlers finish, sent their settlements, and returned.
+    /// A call the engine cannot work without (a receive, a delete, a visibility change)
+    /// failed in a way retrying cannot mend (the queue is gone, the credentials or the queue's
+    /// KMS key are refused), and nothing else came of it, for longer than
+    /// [`give_up_after`](crate::EngineBuilder::give_up_after): the engine stopped receiving,
+    /// let its handlers finish, sent their settlements, and returned.
     #[error(
-        "queue `{queue}`: receives failed for {failing_for:?} in a way retrying cannot mend; gave up"
+        "queue `{queue}`: {action} failed for {failing_for:?} in a way retrying cannot mend; gave up"
     )]
     GaveUp {
         /// The queue as it was named.
         queue: String,
+        /// The SQS action that failed: `ReceiveMessage`, `DeleteMessageBatch` or
+        /// `ChangeMessageVisibilityBatch`.
+        action: &'static str,
         /// How long the failure had lasted.
         failing_for: Duration,
-        /// The last receive's error.
+        /// The last error of that call.
         #[source]
         source: CallError,
     },

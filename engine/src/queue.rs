@@ -144,6 +144,7 @@ impl QueueRuntime {
             heartbeat,
             round_trip: Arc::clone(&round_trip),
             delete_fill: DeleteFill::for_queue(attributes.fifo, options.answers),
+            health: Arc::clone(&options.health),
         }));
         let runtime = Self {
             name,

@@ -136,10 +136,11 @@ impl Engine {
     ///
     /// At startup: [`Error::QueueNotFound`], or [`Error::Open`] when resolving the queue or
     /// reading its attributes fails. Once running, failed calls are retried, logged and
-    /// counted, and the engine keeps going, except when receives fail in a way retrying cannot
-    /// mend (the queue was deleted, the credentials are refused) for longer than
+    /// counted, and the engine keeps going, except when its receives, deletes or visibility
+    /// changes fail in a way retrying cannot mend (the queue was deleted, the credentials or
+    /// the queue's KMS key are refused), and nothing else, for longer than
     /// [`give_up_after`](EngineBuilder::give_up_after): then, once its handlers are done and
-    /// their settlements sent, [`Error::GaveUp`].
+    /// their settlements sent, [`Error::GaveUp`] naming the call.
     ///
     /// # Cancel safety
     ///
@@ -293,10 +294,11 @@ impl Engine {
             Err(_) => {}
         }
         match health.gave_up() {
-            Some((source, failing_for)) => Err(Error::GaveUp {
+            Some(gave_up) => Err(Error::GaveUp {
                 queue: health.queue().to_owned(),
-                failing_for,
-                source,
+                action: gave_up.call.action(),
+                failing_for: gave_up.lasted,
+                source: gave_up.error,
             }),
             None => Ok(stats.snapshot()),
         }

@@ -27,6 +27,7 @@ use tracing::{Instrument, debug, warn};
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::SettleError;
+use crate::health::{Call, HealthCells};
 use crate::lane::Lane;
 use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
@@ -83,6 +84,9 @@ pub(crate) struct Settler {
     /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
     /// look again.
     sent: Notify,
+    /// Told how the batch calls fare: one failing in a way retrying cannot mend makes the
+    /// engine unhealthy, and in time makes it give up.
+    health: Arc<HealthCells>,
 }
 
 /// What a queue's settlement needs to know.
@@ -99,6 +103,8 @@ pub(crate) struct SettlerConfig {
     pub(crate) round_trip: Arc<RoundTrip>,
     /// What an idle delete lane does with a partial batch.
     pub(crate) delete_fill: DeleteFill,
+    /// The engine's health, which the batch calls feed.
+    pub(crate) health: Arc<HealthCells>,
 }
 
 impl Settler {
@@ -119,6 +125,7 @@ impl Settler {
             )),
             wake: Notify::new(),
             sent: Notify::new(),
+            health: config.health,
         }
     }
 
@@ -495,6 +502,10 @@ async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
         settler: &settler,
         lane,
         action: Action::of_lane(lane),
+        call: match lane {
+            Lane::Delete => Call::Delete,
+            Lane::Visibility => Call::ChangeVisibility,
+        },
     };
     send_per_entry(&call, &settler.backoff, batch.entries, waiters).await;
 }
@@ -504,6 +515,8 @@ struct SettleCall<'a> {
     settler: &'a Settler,
     lane: Lane,
     action: Action,
+    /// The same call, as the engine's health follows it.
+    call: Call,
 }
 
 impl BatchCall for SettleCall<'_> {
@@ -524,6 +537,8 @@ impl BatchCall for SettleCall<'_> {
     fn called(&self, ok: bool, _entries: usize, sent_at: Instant) {
         self.settler.metrics.call(self.action, ok);
         if ok {
+            // Lock-free unless a failure retrying cannot mend is on record.
+            self.settler.health.call_succeeded(self.call);
             let took = sent_at.elapsed();
             self.settler.round_trip.sample(took);
             let in_flight = self.settler.calls_in_flight.load(Ordering::Relaxed);
@@ -551,6 +566,8 @@ impl BatchCall for SettleCall<'_> {
     }
 
     fn call_failed(&self, error: &CallError, attempt: u32, again: bool, entries: usize) {
+        // Giving up stops the receivers; the settlements still go out.
+        self.settler.health.call_failed(self.call, error);
         let (queue, action) = (&self.settler.name, self.action.as_str());
         if again {
             warn!(queue = %queue, action, attempt, error = %error, "batch call failed; retrying");
