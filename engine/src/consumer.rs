@@ -108,6 +108,11 @@ impl Consumer {
             .instrument(debug_span!("settlement", queue = %queue.name)),
             runtime,
         );
+        settle_tasks.spawn_on(
+            crate::parked::expire(Arc::clone(queue.metrics.parked()), drain.clone())
+                .instrument(debug_span!("parked", queue = %queue.name)),
+            runtime,
+        );
 
         let stop_receiving = CancellationToken::new();
         let slots = Arc::new(Semaphore::new(config.capacity));

@@ -113,6 +113,7 @@ pub mod limits;
 mod message;
 pub mod metrics;
 mod outcome;
+mod parked;
 mod per_entry;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
