@@ -177,13 +177,7 @@ mod tests {
         }
 
         fn parked(&mut self) -> f64 {
-            for (key, _, _, value) in self.snapshotter.snapshot().into_vec() {
-                if let DebugValue::Gauge(moved) = value
-                    && key.key().name() == "sqs_engine_messages_parked"
-                {
-                    self.parked += moved.into_inner();
-                }
-            }
+            self.parked += moved(&self.snapshotter, "sqs_engine_messages_parked");
             self.parked
         }
     }
@@ -226,6 +220,80 @@ mod tests {
         assert_eq!(recorded.parked(), 1.0, "the two 2 s delays ended at 3 s");
         after(Duration::from_secs(57)).await;
         assert_eq!(recorded.parked(), 0.0, "the 60 s one at 60 s");
+    }
+
+    /// How far the gauge `name` moved since the last snapshot (which zeroes it).
+    fn moved(snapshotter: &Snapshotter, name: &str) -> f64 {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| match value {
+                DebugValue::Gauge(moved) if key.key().name() == name => Some(moved.into_inner()),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// The whole path: a consumer on the in-process SQS, a `RetryAfter` settled, and its
+    /// gauges on a recorder of this thread (a current-thread runtime: every task runs here).
+    #[cfg(feature = "testing")]
+    #[tokio::test(start_paused = true)]
+    async fn a_consumer_counts_a_message_it_returned_with_a_delay_as_parked_not_held() {
+        use crate::Engine;
+        use crate::testing::InProcessSqs;
+
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let _local = metrics::set_default_local_recorder(&recorder);
+        let (mut parked, mut held) = (0.0, 0.0);
+        let read = |parked: &mut f64, held: &mut f64| {
+            // One snapshot zeroes every gauge: read both from it.
+            let snapshot = snapshotter.snapshot().into_vec();
+            for (key, _, _, value) in snapshot {
+                if let DebugValue::Gauge(moved) = value {
+                    match key.key().name() {
+                        "sqs_engine_messages_parked" => *parked += moved.into_inner(),
+                        "sqs_engine_messages_in_flight" => *held += moved.into_inner(),
+                        _ => {}
+                    }
+                }
+            }
+        };
+
+        let sqs = InProcessSqs::new();
+        sqs.send("parked-orders", "later").expect("sent");
+        let mut consumer = Engine::builder()
+            .api(sqs.clone())
+            .queue("parked-orders")
+            .heartbeat(false)
+            .build()
+            .expect("engine")
+            .consumer()
+            .await
+            .expect("consumer");
+        let delivery = consumer.recv().await.expect("the message");
+        delivery
+            .settle(Outcome::RetryAfter(Duration::from_secs(30)))
+            .await
+            .expect("applied");
+        read(&mut parked, &mut held);
+        assert_eq!((parked, held), (1.0, 0.0), "parked, and held by no one");
+        assert_eq!(
+            sqs.counts("parked-orders").in_flight,
+            1,
+            "SQS counts it in flight all the same"
+        );
+        after(Duration::from_secs(29)).await;
+        read(&mut parked, &mut held);
+        assert_eq!(parked, 1.0);
+        after(Duration::from_secs(2)).await;
+        read(&mut parked, &mut held);
+        assert_eq!(parked, 0.0, "visible again after 30 s");
+
+        let handle = consumer.handle();
+        consumer.close().await;
+        handle.shutdown().await;
     }
 
     #[tokio::test(start_paused = true)]
