@@ -108,6 +108,11 @@ impl Consumer {
             .instrument(debug_span!("settlement", queue = %queue.name)),
             runtime,
         );
+        settle_tasks.spawn_on(
+            crate::parked::expire(Arc::clone(queue.metrics.parked()), drain.clone())
+                .instrument(debug_span!("parked", queue = %queue.name)),
+            runtime,
+        );
 
         // The engine giving up (on a receive, a delete or a visibility change) stops receiving.
         let stop_receiving = queue.health.gave_up_token().child_token();

@@ -113,6 +113,7 @@ pub mod limits;
 mod message;
 pub mod metrics;
 mod outcome;
+mod parked;
 mod per_entry;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
@@ -156,6 +157,7 @@ pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIM
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use redrive_policy::RedriveWrite;
+pub use round_trip::RECEIVE_STOP_GRACE;
 pub use settle::Settlement;
 pub use system_attributes::SystemAttributes;
 
