@@ -163,6 +163,7 @@ impl InProcessSqs {
             // An older handle of a message received again, or one of a message already
             // deleted: SQS answers success, and nothing is deleted.
             let removed = if queue.holds(&receipt) {
+                queue.forget_attempts_of(handle);
                 queue.messages.delete(receipt.seq, receipt.receive_count)
             } else {
                 None
@@ -218,6 +219,7 @@ impl InProcessSqs {
             };
             match changed {
                 Ok(message_id) => {
+                    queue.forget_attempts_of(handle);
                     notes.push((
                         message_id.to_owned(),
                         Change::VisibilityChanged {

@@ -111,6 +111,16 @@ impl Queue {
         Some(received)
     }
 
+    /// Forgets the receives whose messages include the one `handle` names: a message deleted or
+    /// changed since makes SQS's retry of that receive get other messages, not the same again.
+    pub(super) fn forget_attempts_of(&mut self, handle: &str) {
+        self.attempts.retain(|_, (_, received)| {
+            received
+                .iter()
+                .all(|message| message.receipt_handle != handle)
+        });
+    }
+
     /// Whether the message `receipt` names is in the queue (under the sequence number the
     /// receipt names, another message may be).
     pub(super) fn holds(&self, receipt: &Receipt<'_>) -> bool {

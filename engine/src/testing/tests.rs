@@ -168,6 +168,34 @@ async fn a_fifo_receive_retried_with_its_attempt_id_restarts_the_visibility_time
     assert_eq!(sqs.counts("orders.fifo").visible, 1);
 }
 
+// Paused clock: the visibility timeouts pass in no time.
+#[tokio::test(start_paused = true)]
+async fn a_fifo_receive_retried_after_its_message_was_changed_does_not_get_it_again() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    let first = sqs.receive(&attempt).await.expect("receive");
+    let handle = first[0].receipt_handle.as_str();
+    sqs.change_message_visibility_batch(&url, &[(handle, 300)])
+        .await
+        .expect("changed");
+    assert!(
+        sqs.receive(&attempt).await.expect("retry").is_empty(),
+        "a message whose visibility was changed is not handed out again by the attempt"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        sqs.counts("orders.fifo").in_flight,
+        1,
+        "the retry left the visibility the change set"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_spent_message_moves_to_the_dead_letter_queue_and_bad_input_is_refused() {
     let sqs = InProcessSqs::new();
