@@ -667,7 +667,8 @@ fn known_deadline(
     visibility: u32,
     index: usize,
 ) -> Option<Duration> {
-    let received = *facts.receive_call_at.get(receipt)? + Duration::from_secs(u64::from(visibility));
+    let received =
+        *facts.receive_call_at.get(receipt)? + Duration::from_secs(u64::from(visibility));
     let extended = calls
         .iter()
         .filter(|call| call.index < index && call.delivered && call.applied.contains(receipt))
@@ -750,7 +751,9 @@ fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             if attempt.delivered && attempt.applied.contains(receipt) {
                 continue;
             }
-            let all = calls_of.get(receipt.as_str()).map_or(&[][..], Vec::as_slice);
+            let all = calls_of
+                .get(receipt.as_str())
+                .map_or(&[][..], Vec::as_slice);
             let Some(deadline) =
                 known_deadline(facts, all, receipt, plan.visibility, attempt.index)
             else {
@@ -812,7 +815,39 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             _ => {}
         }
     }
+    // Per consumer, the receipts it holds (received, its handler not ended, no settlement or
+    // return sent for it; an extension keeps it held), with the message's place and group.
+    let mut held: Vec<HashMap<&String, (usize, &Option<String>)>> =
+        vec![HashMap::new(); run.workload.consumers.len()];
     for (index, stamped) in run.events.iter().enumerate() {
+        match &stamped.event {
+            Event::Ended {
+                consumer,
+                message_id,
+                receive_count,
+                ..
+            } => {
+                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
+                    held[*consumer].remove(receipt);
+                }
+                continue;
+            }
+            Event::Call {
+                consumer,
+                action,
+                entries,
+                ..
+            } => {
+                let extension = extension_seconds(run.workload.consumers[*consumer].visibility);
+                for (receipt, seconds) in entries {
+                    if *action == Action::Delete || *seconds != extension {
+                        held[*consumer].remove(receipt);
+                    }
+                }
+                continue;
+            }
+            _ => {}
+        }
         let Event::Answered {
             consumer,
             answer: Answer::Received(messages),
@@ -821,6 +856,12 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         else {
             continue;
         };
+        let before = held[*consumer].clone();
+        for (message_id, _, receipt) in messages {
+            if let Some(&(position, group)) = group_of.get(message_id) {
+                held[*consumer].insert(receipt, (position, group));
+            }
+        }
         if shutting_down
             .get(consumer)
             .is_some_and(|signalled| *signalled < index)
@@ -838,12 +879,18 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             let Some(&(position, group)) = group_of.get(message_id) else {
                 continue;
             };
-            let behind = group.is_some()
-                && messages.iter().any(|(other, _, _)| {
-                    group_of
+            // Behind an earlier message of its group (or an older copy of itself) that came in
+            // the same receive or that the consumer still held: its order made it wait, and
+            // what it waited behind decided its fate.
+            let earlier = |(earlier, its): &(usize, &Option<String>)| {
+                group.is_some() && *its == group && *earlier <= position
+            };
+            let behind = messages.iter().any(|(other, _, _)| {
+                other != message_id
+                    && group_of
                         .get(other)
                         .is_some_and(|(earlier, its)| *earlier < position && *its == group)
-                });
+            }) || before.values().any(earlier);
             if behind {
                 continue;
             }
