@@ -80,9 +80,10 @@ pub(crate) struct Settler {
     calls_in_flight: AtomicUsize,
     state: Mutex<SettleState<Completion>>,
     wake: Notify,
-    /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
-    /// look again.
-    sent: Notify,
+    /// Told whenever the settlement backlog shrinks: batches go out, a delivery dropped
+    /// unsettled takes its pending extension out, more calls are allowed in flight. Receivers
+    /// waiting for the backlog to clear look again.
+    shrunk: Notify,
 }
 
 /// What a queue's settlement needs to know.
@@ -118,7 +119,7 @@ impl Settler {
                 config.delete_fill,
             )),
             wake: Notify::new(),
-            sent: Notify::new(),
+            shrunk: Notify::new(),
         }
     }
 
@@ -131,13 +132,13 @@ impl Settler {
     /// Cancel safe: it only waits.
     pub(crate) async fn until_not_backlogged(&self) {
         loop {
-            let sent = self.sent.notified();
-            tokio::pin!(sent);
-            sent.as_mut().enable();
+            let shrunk = self.shrunk.notified();
+            tokio::pin!(shrunk);
+            shrunk.as_mut().enable();
             if !self.lock().is_backlogged() {
                 return;
             }
-            sent.await;
+            shrunk.await;
         }
     }
 
@@ -168,7 +169,15 @@ impl Settler {
     /// Stops keeping a delivery invisible, when it is dropped unsettled; returns its deadline
     /// as last known. Never awaits: safe from `Drop`.
     pub(crate) fn forget(&self, key: u64) -> Option<Instant> {
-        self.lock().forget(key)
+        let mut state = self.lock();
+        let backlogged = state.is_backlogged();
+        let deadline = state.forget(key);
+        let cleared = backlogged && !state.is_backlogged();
+        drop(state);
+        if cleared {
+            self.shrunk.notify_waiters();
+        }
+        deadline
     }
 }
 
@@ -430,7 +439,7 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
             (batches, state.next_deadline(), state.is_draining(), done)
         };
         if !batches.is_empty() {
-            settler.sent.notify_waiters();
+            settler.shrunk.notify_waiters();
         }
         for batch in batches {
             settler
@@ -565,11 +574,17 @@ impl Drop for CallInFlight {
         self.settler.calls_in_flight.fetch_sub(1, Ordering::Relaxed);
         let calls = &self.settler.calls_round_trip;
         let mut state = self.settler.lock();
+        let backlogged = state.is_backlogged();
         if let Some(rtt) = calls.now() {
             state.round_trip(rtt, calls.queueing());
         }
         state.finish(self.lane, &self.receipts);
+        // A longer round trip allows more calls in flight, and the backlog is measured by them.
+        let cleared = backlogged && !state.is_backlogged();
         drop(state);
+        if cleared {
+            self.settler.shrunk.notify_waiters();
+        }
         self.settler.wake.notify_one();
     }
 }
@@ -948,5 +963,46 @@ mod tests {
         tracker.wait().await;
         assert_eq!(api.calls(), vec![vec!["a"]]);
         assert_eq!(queue.metrics_stats().acked.ok, 1);
+    }
+
+    /// On a paused clock (the heartbeat's deadlines are tokio's): a receiver waiting for the
+    /// settlement backlog to clear wakes when deliveries dropped unsettled take their pending
+    /// extensions out of it, though no batch goes out and no call finishes.
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_cleared_by_dropped_deliveries_wakes_the_waiting_receivers() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue_with_heartbeat(api).await;
+        let start = Instant::now();
+        let keys: Vec<u64> = (0..100)
+            .filter_map(|i| {
+                queue.settler.register(
+                    Arc::from(format!("r{i}")),
+                    Arc::from(format!("id-{i}")),
+                    start + Duration::from_secs(30),
+                    start + crate::limits::MAX_VISIBILITY,
+                )
+            })
+            .collect();
+        assert_eq!(keys.len(), 100);
+        // Every extension is due (6 s before the deadline). No driver runs: the four calls
+        // allowed take forty of them and never finish; sixty wait, a backlog.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let batches = queue.settler.lock().poll(Instant::now());
+        assert_eq!(batches.len(), 4);
+        assert!(queue.settler.lock().is_backlogged());
+        let waiter = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.settler.until_not_backlogged().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the receiver waits for the backlog");
+        for key in keys {
+            queue.settler.forget(key);
+        }
+        assert!(!queue.settler.lock().is_backlogged());
+        tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("the receiver wakes once the backlog is gone")
+            .expect("the waiter ends");
     }
 }
