@@ -270,6 +270,12 @@ pub(crate) fn take_due(settler: &Settler) -> usize {
 /// Resolves when SQS has answered for the message's entry: `Ok(())` means the delete or the
 /// visibility change took effect.
 ///
+/// # Errors
+///
+/// A [`SettleError`]: SQS refused the entry, the call kept failing, the engine had stopped,
+/// or ([`SettleError::Unconfirmed`]) SQS answered a delete after the message's visibility
+/// deadline, when the delete may have removed nothing and the message may come back.
+///
 /// # Cancel safety
 ///
 /// The settlement was queued when this value was made. Dropping it does not withdraw the
@@ -332,7 +338,19 @@ fn answer(
                     "settlement applied after the message's visibility deadline: it may have been delivered again"
                 );
             }
-            Ok(())
+            // SQS answers a delete by an outdated receipt handle with success and deletes
+            // nothing: a delete answered after the message's visibility deadline, when SQS may
+            // have handed the message out again, does not confirm that it is gone. A
+            // visibility change by an outdated handle is refused, so its success stands.
+            if late && lane == Lane::Delete {
+                Err(SettleError::Unconfirmed {
+                    queue: settler.name.to_string(),
+                    message_id: completion.message_id.to_string(),
+                    late_by: now.saturating_duration_since(completion.visible_until),
+                })
+            } else {
+                Ok(())
+            }
         }
         Err(failure) => {
             let queue_name = settler.name.to_string();
@@ -365,10 +383,7 @@ fn answer(
             Err(error)
         }
     };
-    // SQS answers a delete by an outdated receipt handle with success and deletes nothing: a
-    // delete answered after the message's visibility deadline, when SQS may have handed the
-    // message out again, does not confirm that it is gone.
-    let confirmed = result.is_ok() && !(lane == Lane::Delete && late);
+    let confirmed = result.is_ok();
     if let Some(tx) = completion.tx.take() {
         // The receiver may be gone: the entry was sent all the same.
         let _ = tx.send(result);
@@ -1004,5 +1019,32 @@ mod tests {
             .await
             .expect("the receiver wakes once the backlog is gone")
             .expect("the waiter ends");
+    }
+
+    /// On a paused clock: a delete SQS answers after the message's visibility deadline is not
+    /// reported as done (SQS answers a delete by an outdated receipt handle with success and
+    /// deletes nothing); a visibility change answered as late is (SQS refuses one by an
+    /// outdated receipt handle, so its success took effect). Both are counted late.
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_answered_after_the_deadline_is_unconfirmed_and_says_how_late() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue(Arc::clone(&api)).await;
+        let mut ack = request("a", Outcome::Ack);
+        let mut retry = request("b", Outcome::Retry);
+        ack.visible_until = Instant::now();
+        retry.visible_until = Instant::now();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let answers = settle_all(&queue, vec![ack, retry]).await;
+        assert!(
+            matches!(
+                &answers[0],
+                Err(SettleError::Unconfirmed { message_id, late_by, .. })
+                    if message_id == "id-a" && *late_by >= Duration::from_secs(3)
+            ),
+            "{:?}",
+            answers[0]
+        );
+        assert!(answers[1].is_ok(), "{:?}", answers[1]);
+        assert_eq!(queue.metrics_stats().late_settlements, 2);
     }
 }
