@@ -147,6 +147,22 @@ pub enum SettleError {
         /// The message.
         message_id: String,
     },
+    /// SQS answered the delete with success, but after the message's visibility deadline as
+    /// the engine knew it. By then SQS may have handed the message out again, and it answers a
+    /// delete by an outdated receipt handle with success and deletes nothing: the message may
+    /// come back. Counted in `sqs_engine_late_settlements_total` (with late visibility
+    /// changes, which do not fail: SQS refuses one by an outdated receipt handle).
+    #[error(
+        "the delete of message {message_id} on queue `{queue}` was answered {late_by:?} after its visibility deadline: it may not have taken effect"
+    )]
+    Unconfirmed {
+        /// The queue.
+        queue: String,
+        /// The message.
+        message_id: String,
+        /// How long after the message's visibility deadline SQS answered.
+        late_by: Duration,
+    },
 }
 
 impl SettleError {
@@ -155,7 +171,8 @@ impl SettleError {
         match self {
             Self::Rejected { message_id, .. }
             | Self::Failed { message_id, .. }
-            | Self::Stopped { message_id, .. } => message_id,
+            | Self::Stopped { message_id, .. }
+            | Self::Unconfirmed { message_id, .. } => message_id,
         }
     }
 }

@@ -709,10 +709,11 @@ mod tests {
             .await
             .expect("receive");
         assert_eq!(stolen[0].body, "a:0");
-        first
-            .settle(Outcome::Ack)
-            .await
-            .expect("SQS answers the outdated delete with success");
+        let late = first.settle(Outcome::Ack).await;
+        assert!(
+            matches!(late, Err(crate::SettleError::Unconfirmed { .. })),
+            "SQS answers the outdated delete with success, which confirms nothing: {late:?}"
+        );
         let next = tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await;
         assert!(
             !matches!(&next, Ok(Some(delivery)) if parse(delivery.message()).1 == 1),

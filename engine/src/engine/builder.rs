@@ -13,11 +13,11 @@ use crate::bounded::{
     MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime, Workers,
 };
 use crate::error::{ConfigError, Error};
+use crate::error_policy::HandlerErrorPolicy;
 use crate::fifo::FifoOrder;
 use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells};
 use crate::limits::MAX_VISIBILITY;
 use crate::metrics::StatsCells;
-use crate::outcome::Outcome;
 use crate::queue::Redrive;
 use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
@@ -51,7 +51,7 @@ pub struct EngineBuilder {
     heartbeat: bool,
     heartbeat_margin: Option<Duration>,
     fifo_order: FifoOrder,
-    on_handler_error: Outcome,
+    on_handler_error: HandlerErrorPolicy,
     redrive_write: RedriveWrite,
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
@@ -80,7 +80,7 @@ impl Default for EngineBuilder {
             heartbeat: true,
             heartbeat_margin: None,
             fifo_order: FifoOrder::default(),
-            on_handler_error: Outcome::Retry,
+            on_handler_error: HandlerErrorPolicy::default(),
             redrive_write: RedriveWrite::default(),
             max_attempts: None,
             dead_letter: None,
@@ -288,20 +288,31 @@ impl EngineBuilder {
     }
 
     /// How a message is settled when its handler returns an `Err` (see
-    /// [`HandlerResult`](crate::HandlerResult)). Default [`Outcome::Retry`]: the message comes
-    /// back at once, its receive count one higher, and the redrive policy (if any) moves it on
-    /// after its last allowed receive. The error is logged on the message's span either way.
-    pub fn on_handler_error(mut self, outcome: Outcome) -> Self {
-        self.on_handler_error = outcome;
+    /// [`HandlerResult`](crate::HandlerResult)): an [`Outcome`](crate::Outcome) for every
+    /// failure, or an [`ErrorBackoff`](crate::ErrorBackoff) (see [`HandlerErrorPolicy`]).
+    ///
+    /// Default: [`ErrorBackoff::default`](crate::ErrorBackoff::default), the message comes
+    /// back after 1 s, doubling with each receive up to 15 minutes (less up to a quarter at
+    /// random), its receive count one higher each time, and the redrive policy (if any) moves
+    /// it on after its last allowed receive. A handler that keeps failing then costs a few
+    /// receives a minute at first and one per 15 minutes at most, not a loop at full speed.
+    /// [`Outcome::Retry`](crate::Outcome::Retry) was the default before: the message comes
+    /// back at once. The error is logged on the message's span either way.
+    ///
+    /// A backoff's first delay must be at least 1 s and at most its longest, and its longest
+    /// at most 12 hours: [`build`](Self::build) refuses other values with a [`ConfigError`]
+    /// naming `on_handler_error`.
+    pub fn on_handler_error(mut self, policy: impl Into<HandlerErrorPolicy>) -> Self {
+        self.on_handler_error = policy.into();
         self
     }
 
     /// The receives after which SQS moves a message to the dead-letter queue, 1..=1000: the
     /// redrive policy's `maxReceiveCount`. Goes with [`dead_letter`](Self::dead_letter).
     ///
-    /// With a redrive policy, [`Outcome::Drop`] on a delivery at this receive count returns the
-    /// message (visibility 0) instead of deleting it, since the next receive is what moves it
-    /// to the dead-letter queue.
+    /// With a redrive policy, [`Outcome::Drop`](crate::Outcome::Drop) on a delivery at this
+    /// receive count returns the message (visibility 0) instead of deleting it, since the next
+    /// receive is what moves it to the dead-letter queue.
     pub fn max_attempts(mut self, receives: u32) -> Self {
         self.max_attempts = Some(receives);
         self
@@ -444,7 +455,7 @@ impl EngineBuilder {
             backoff: self.backoff,
             heartbeat: self.heartbeat.then_some(heartbeat_margin),
             fifo_order: self.fifo_order,
-            on_handler_error: self.on_handler_error,
+            on_handler_error: self.on_handler_error.validated()?,
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
@@ -515,5 +526,32 @@ mod tests {
             .heartbeat_margin(Duration::MAX)
             .build()
             .expect("a margin past half the timeout is shortened to half of it");
+    }
+
+    #[test]
+    fn an_error_backoff_out_of_its_range_is_refused() {
+        use crate::ErrorBackoff;
+
+        let minute = Duration::from_secs(60);
+        refused(
+            builder().on_handler_error(ErrorBackoff::new(Duration::ZERO, minute)),
+            "on_handler_error",
+        );
+        refused(
+            builder().on_handler_error(ErrorBackoff::new(minute, Duration::from_secs(1))),
+            "on_handler_error",
+        );
+        refused(
+            builder().on_handler_error(ErrorBackoff::new(minute, Duration::MAX)),
+            "on_handler_error",
+        );
+        builder()
+            .on_handler_error(ErrorBackoff::new(Duration::from_secs(5), MAX_VISIBILITY))
+            .build()
+            .expect("up to 12 hours");
+        builder()
+            .on_handler_error(crate::Outcome::Retry)
+            .build()
+            .expect("an outcome is a policy");
     }
 }

@@ -12,11 +12,11 @@ use crate::api::SqsApi;
 use crate::backoff::Backoff;
 use crate::consumer::{Consumer, ConsumerConfig};
 use crate::error::Error;
+use crate::error_policy::HandlerErrorPolicy;
 use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler};
 use crate::health::{HealthCells, HealthHandle};
 use crate::metrics::{Stats, StatsCells};
-use crate::outcome::Outcome;
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
 use crate::settle::Answers;
@@ -78,7 +78,7 @@ pub struct Engine {
     backoff: Backoff,
     heartbeat: Option<Option<Duration>>,
     fifo_order: FifoOrder,
-    on_handler_error: Outcome,
+    on_handler_error: HandlerErrorPolicy,
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,

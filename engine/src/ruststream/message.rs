@@ -160,6 +160,11 @@ impl IncomingMessage for SqsMessage {
     }
 
     /// Deletes the message (`DeleteMessageBatch`, shared with other settlements).
+    ///
+    /// A delete SQS answered after the message's visibility deadline is an
+    /// [`AckError::Broker`] carrying [`SettleError::Unconfirmed`](crate::SettleError::Unconfirmed):
+    /// SQS answers a delete by an outdated receipt handle with success and deletes nothing, so
+    /// the message may come back.
     fn ack(self) -> impl Future<Output = Result<(), AckError>> + Send {
         self.settle(Outcome::Ack)
     }
@@ -311,5 +316,52 @@ mod tests {
         assert!(attribute_of("q", "AWS.thing", b"v").is_err());
         let (_, binary) = attribute_of("q", "bin", &[0xff, 0x00]).expect("binary");
         assert_eq!(binary.data_type, "Binary");
+    }
+
+    /// On a paused clock, on the in-process SQS: an ack answered after the message's
+    /// visibility lapsed (SQS may have handed it out again, and then deletes nothing) is not
+    /// reported as done.
+    #[tokio::test(start_paused = true)]
+    async fn an_ack_answered_after_the_visibility_lapsed_is_not_reported_as_done() {
+        use ::ruststream::{Broker, ConnectedBroker, Subscriber};
+        use futures::StreamExt;
+
+        let sqs = crate::testing::InProcessSqs::new();
+        sqs.send("orders", "one").expect("sent");
+        let connected = super::super::SqsBroker::new()
+            .api(sqs.clone())
+            .connect()
+            .await
+            .expect("connect");
+        let mut subscriber = connected
+            .subscribe_queue(
+                super::super::SqsQueue::new("orders")
+                    .visibility(Duration::from_secs(2))
+                    .heartbeat(false),
+            )
+            .await
+            .expect("subscribe");
+        let delivery = {
+            let mut stream = Box::pin(subscriber.stream());
+            stream
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("it decodes")
+        };
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let acked = delivery.ack().await;
+        let Err(AckError::Broker(error)) = acked else {
+            panic!("a late ack is an error: {acked:?}");
+        };
+        assert!(
+            matches!(
+                error.downcast_ref::<crate::SettleError>(),
+                Some(crate::SettleError::Unconfirmed { .. })
+            ),
+            "{error:?}"
+        );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
     }
 }

@@ -81,9 +81,10 @@ pub(crate) struct Settler {
     calls_in_flight: AtomicUsize,
     state: Mutex<SettleState<Completion>>,
     wake: Notify,
-    /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
-    /// look again.
-    sent: Notify,
+    /// Told whenever the settlement backlog shrinks: batches go out, a delivery dropped
+    /// unsettled takes its pending extension out, more calls are allowed in flight. Receivers
+    /// waiting for the backlog to clear look again.
+    shrunk: Notify,
     /// Told how the batch calls fare: one failing in a way retrying cannot mend makes the
     /// engine unhealthy, and in time makes it give up.
     health: Arc<HealthCells>,
@@ -124,7 +125,7 @@ impl Settler {
                 config.delete_fill,
             )),
             wake: Notify::new(),
-            sent: Notify::new(),
+            shrunk: Notify::new(),
             health: config.health,
         }
     }
@@ -138,13 +139,13 @@ impl Settler {
     /// Cancel safe: it only waits.
     pub(crate) async fn until_not_backlogged(&self) {
         loop {
-            let sent = self.sent.notified();
-            tokio::pin!(sent);
-            sent.as_mut().enable();
+            let shrunk = self.shrunk.notified();
+            tokio::pin!(shrunk);
+            shrunk.as_mut().enable();
             if !self.lock().is_backlogged() {
                 return;
             }
-            sent.await;
+            shrunk.await;
         }
     }
 
@@ -175,7 +176,15 @@ impl Settler {
     /// Stops keeping a delivery invisible, when it is dropped unsettled; returns its deadline
     /// as last known. Never awaits: safe from `Drop`.
     pub(crate) fn forget(&self, key: u64) -> Option<Instant> {
-        self.lock().forget(key)
+        let mut state = self.lock();
+        let backlogged = state.is_backlogged();
+        let deadline = state.forget(key);
+        let cleared = backlogged && !state.is_backlogged();
+        drop(state);
+        if cleared {
+            self.shrunk.notify_waiters();
+        }
+        deadline
     }
 }
 
@@ -268,6 +277,12 @@ pub(crate) fn take_due(settler: &Settler) -> usize {
 /// Resolves when SQS has answered for the message's entry: `Ok(())` means the delete or the
 /// visibility change took effect.
 ///
+/// # Errors
+///
+/// A [`SettleError`]: SQS refused the entry, the call kept failing, the engine had stopped,
+/// or ([`SettleError::Unconfirmed`]) SQS answered a delete after the message's visibility
+/// deadline, when the delete may have removed nothing and the message may come back.
+///
 /// # Cancel safety
 ///
 /// The settlement was queued when this value was made. Dropping it does not withdraw the
@@ -330,7 +345,19 @@ fn answer(
                     "settlement applied after the message's visibility deadline: it may have been delivered again"
                 );
             }
-            Ok(())
+            // SQS answers a delete by an outdated receipt handle with success and deletes
+            // nothing: a delete answered after the message's visibility deadline, when SQS may
+            // have handed the message out again, does not confirm that it is gone. A
+            // visibility change by an outdated handle is refused, so its success stands.
+            if late && lane == Lane::Delete {
+                Err(SettleError::Unconfirmed {
+                    queue: settler.name.to_string(),
+                    message_id: completion.message_id.to_string(),
+                    late_by: now.saturating_duration_since(completion.visible_until),
+                })
+            } else {
+                Ok(())
+            }
         }
         Err(failure) => {
             let queue_name = settler.name.to_string();
@@ -363,10 +390,7 @@ fn answer(
             Err(error)
         }
     };
-    // SQS answers a delete by an outdated receipt handle with success and deletes nothing: a
-    // delete answered after the message's visibility deadline, when SQS may have handed the
-    // message out again, does not confirm that it is gone.
-    let confirmed = result.is_ok() && !(lane == Lane::Delete && late);
+    let confirmed = result.is_ok();
     if let Some(tx) = completion.tx.take() {
         // The receiver may be gone: the entry was sent all the same.
         let _ = tx.send(result);
@@ -464,7 +488,7 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
             (batches, state.next_deadline(), state.is_draining(), done)
         };
         if !batches.is_empty() {
-            settler.sent.notify_waiters();
+            settler.shrunk.notify_waiters();
         }
         for batch in batches {
             settler
@@ -609,11 +633,17 @@ impl Drop for CallInFlight {
         self.settler.calls_in_flight.fetch_sub(1, Ordering::Relaxed);
         let calls = &self.settler.calls_round_trip;
         let mut state = self.settler.lock();
+        let backlogged = state.is_backlogged();
         if let Some(rtt) = calls.now() {
             state.round_trip(rtt, calls.queueing());
         }
         state.finish(self.lane, &self.receipts);
+        // A longer round trip allows more calls in flight, and the backlog is measured by them.
+        let cleared = backlogged && !state.is_backlogged();
         drop(state);
+        if cleared {
+            self.settler.shrunk.notify_waiters();
+        }
         self.settler.wake.notify_one();
     }
 }
@@ -1050,5 +1080,73 @@ mod tests {
         tracker.wait().await;
         assert_eq!(api.calls(), vec![vec!["a"]]);
         assert_eq!(queue.metrics_stats().acked.ok, 1);
+    }
+
+    /// On a paused clock (the heartbeat's deadlines are tokio's): a receiver waiting for the
+    /// settlement backlog to clear wakes when deliveries dropped unsettled take their pending
+    /// extensions out of it, though no batch goes out and no call finishes.
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_cleared_by_dropped_deliveries_wakes_the_waiting_receivers() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue_with_heartbeat(api).await;
+        let start = Instant::now();
+        let keys: Vec<u64> = (0..100)
+            .filter_map(|i| {
+                queue.settler.register(
+                    Arc::from(format!("r{i}")),
+                    Arc::from(format!("id-{i}")),
+                    start + Duration::from_secs(30),
+                    start + crate::limits::MAX_VISIBILITY,
+                )
+            })
+            .collect();
+        assert_eq!(keys.len(), 100);
+        // Every extension is due (6 s before the deadline). No driver runs: the four calls
+        // allowed take forty of them and never finish; sixty wait, a backlog.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let batches = queue.settler.lock().poll(Instant::now());
+        assert_eq!(batches.len(), 4);
+        assert!(queue.settler.lock().is_backlogged());
+        let waiter = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.settler.until_not_backlogged().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the receiver waits for the backlog");
+        for key in keys {
+            queue.settler.forget(key);
+        }
+        assert!(!queue.settler.lock().is_backlogged());
+        tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("the receiver wakes once the backlog is gone")
+            .expect("the waiter ends");
+    }
+
+    /// On a paused clock: a delete SQS answers after the message's visibility deadline is not
+    /// reported as done (SQS answers a delete by an outdated receipt handle with success and
+    /// deletes nothing); a visibility change answered as late is (SQS refuses one by an
+    /// outdated receipt handle, so its success took effect). Both are counted late.
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_answered_after_the_deadline_is_unconfirmed_and_says_how_late() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue(Arc::clone(&api)).await;
+        let mut ack = request("a", Outcome::Ack);
+        let mut retry = request("b", Outcome::Retry);
+        ack.visible_until = Instant::now();
+        retry.visible_until = Instant::now();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let answers = settle_all(&queue, vec![ack, retry]).await;
+        assert!(
+            matches!(
+                &answers[0],
+                Err(SettleError::Unconfirmed { message_id, late_by, .. })
+                    if message_id == "id-a" && *late_by >= Duration::from_secs(3)
+            ),
+            "{:?}",
+            answers[0]
+        );
+        assert!(answers[1].is_ok(), "{:?}", answers[1]);
+        assert_eq!(queue.metrics_stats().late_settlements, 2);
     }
 }

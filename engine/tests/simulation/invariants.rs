@@ -241,10 +241,9 @@ fn settles(end: End, action: Action, seconds: u32) -> bool {
             action == Action::Delete || (action == Action::ChangeVisibility && seconds == 0)
         }
         End::Retry => action == Action::ChangeVisibility && seconds == 0,
-        // The engine's error policy may hold the message back for a while.
-        End::Fail => action == Action::ChangeVisibility,
-        // The seconds depend on when it is sent and on the 12-hour window.
-        End::RetryAfter(_) => action == Action::ChangeVisibility,
+        // The seconds depend on when it is sent and on the 12-hour window; for a failure, on
+        // the engine's error backoff (the broker's nack returns it at once).
+        End::RetryAfter(_) | End::Fail => action == Action::ChangeVisibility,
         End::Panic => false,
     }
 }

@@ -158,7 +158,7 @@ pub enum End {
     Drop,
     Retry,
     RetryAfter(Duration),
-    /// Returns an `Err`: settled by the engine's error policy (retry).
+    /// Returns an `Err`: settled by the engine's error policy (a retry after its backoff).
     Fail,
     Panic,
 }
