@@ -361,6 +361,9 @@ impl Gate {
 /// Whether `delivery` was received for the last time its queue's redrive policy allows: back
 /// in the queue, it goes to the dead-letter queue at the next receive that comes upon it.
 fn at_last_receive(delivery: &Delivery) -> bool {
+    if crate::defect!(FifoWaitsForTheDeadLettered) {
+        return false;
+    }
     let cap = delivery.queue().max_receive_count;
     cap.is_some_and(|cap| delivery.message().receive_count() >= cap)
 }
@@ -370,6 +373,9 @@ fn at_last_receive(delivery: &Delivery) -> bool {
 /// policy moves it to the dead-letter queue (one that the rest of a group going back with an
 /// earlier message may take). Always without a redrive policy.
 fn spares_a_receive(delivery: &Delivery) -> bool {
+    if crate::defect!(FifoWaitsForTheDeadLettered) {
+        return true;
+    }
     let cap = delivery.queue().max_receive_count;
     cap.is_none_or(|cap| delivery.message().receive_count().saturating_add(1) < cap)
 }

@@ -19,7 +19,8 @@
 //! - in a liveness run, once the faults stop, every message ends deleted or dead-lettered in
 //!   the time allowed, and every message a consumer received was handled, unless it came
 //!   behind an earlier message of its FIFO group, or was received again later, or came while
-//!   its consumer was shutting down: no stalled engine, and no message dead-lettered unseen.
+//!   its consumer was shutting down, or its consumer runs without the heartbeat): no stalled
+//!   engine, and no message dead-lettered unseen.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -814,34 +815,38 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             _ => {}
         }
     }
-    // Per consumer, the receipts it holds (received, its handler not ended, no settlement or
-    // return sent for it; an extension keeps it held), with the message's place and group.
+    // Per consumer, the receipts it holds, with the message's place and group: from its
+    // receive until SQS answered a settlement or return of it (an extension keeps it held; on
+    // a FIFO queue the group's turn lasts until that answer).
     let mut held: Vec<HashMap<&String, (usize, &Option<String>)>> =
         vec![HashMap::new(); run.workload.consumers.len()];
+    let mut settling: HashMap<u64, Vec<&String>> = HashMap::new();
     for (index, stamped) in run.events.iter().enumerate() {
         match &stamped.event {
-            Event::Ended {
-                consumer,
-                message_id,
-                receive_count,
-                ..
-            } => {
-                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
-                    held[*consumer].remove(receipt);
-                }
-                continue;
-            }
             Event::Call {
                 consumer,
+                call,
                 action,
                 entries,
                 ..
             } => {
                 let extension = extension_seconds(run.workload.consumers[*consumer].visibility);
-                for (receipt, seconds) in entries {
-                    if *action == Action::Delete || *seconds != extension {
-                        held[*consumer].remove(receipt);
-                    }
+                let settled = entries
+                    .iter()
+                    .filter(|(_, seconds)| *action == Action::Delete || *seconds != extension)
+                    .map(|(receipt, _)| receipt)
+                    .collect();
+                settling.insert(*call, settled);
+                continue;
+            }
+            Event::Answered {
+                consumer,
+                call,
+                answer: Answer::Entries(_),
+                ..
+            } => {
+                for receipt in settling.remove(call).unwrap_or_default() {
+                    held[*consumer].remove(receipt);
                 }
                 continue;
             }
@@ -861,9 +866,12 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
                 held[*consumer].insert(receipt, (position, group));
             }
         }
-        if shutting_down
-            .get(consumer)
-            .is_some_and(|signalled| *signalled < index)
+        // Without the heartbeat, a message held past its visibility timeout (waiting for a
+        // worker, or behind a long handler) is SQS's to hand out again: nothing is promised.
+        if !run.workload.consumers[*consumer].heartbeat
+            || shutting_down
+                .get(consumer)
+                .is_some_and(|signalled| *signalled < index)
         {
             continue;
         }

@@ -256,3 +256,8 @@ fn a_fifo_group_started_early_is_caught() {
 fn a_heartbeat_that_gives_up_after_one_failure_is_caught() {
     caught(Defect::HeartbeatGivesUpOnFailure);
 }
+
+#[test]
+fn a_fifo_group_drained_into_the_dead_letter_queue_is_caught() {
+    caught(Defect::FifoWaitsForTheDeadLettered);
+}
