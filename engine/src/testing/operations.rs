@@ -47,6 +47,8 @@ impl InProcessSqs {
             && let Some(again) =
                 queue.attempt_again(id, now, Duration::from_secs(u64::from(visibility)))
         {
+            // Their visibility starts again: the receivers waiting for them look again then.
+            self.wake_after(&state, name, Duration::from_secs(u64::from(visibility)));
             return again;
         }
         let mut taken = Vec::with_capacity(usize::from(request.max_messages));

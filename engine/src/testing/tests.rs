@@ -170,6 +170,31 @@ async fn a_fifo_receive_retried_with_its_attempt_id_restarts_the_visibility_time
 
 // Paused clock: the visibility timeouts pass in no time.
 #[tokio::test(start_paused = true)]
+async fn a_long_poll_gets_a_message_once_the_visibility_a_retried_receive_restarted_ends() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    assert_eq!(sqs.receive(&attempt).await.expect("receive").len(), 1);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(sqs.receive(&attempt).await.expect("retry").len(), 1);
+    let poll = ReceiveRequest {
+        wait_time: Duration::from_secs(20),
+        ..request(&url)
+    };
+    let again = tokio::time::timeout(Duration::from_secs(60), sqs.receive(&poll))
+        .await
+        .expect("the long poll is woken when a1 is visible again, 30 s after the retry")
+        .expect("receive");
+    assert_eq!(again[0].body, "a1");
+}
+
+// Paused clock: the visibility timeouts pass in no time.
+#[tokio::test(start_paused = true)]
 async fn a_fifo_receive_retried_after_its_message_was_changed_does_not_get_it_again() {
     let sqs = InProcessSqs::new();
     sqs.send("orders.fifo", "a1").expect("sent");
