@@ -875,8 +875,17 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         {
             continue;
         }
-        for (message_id, receive_count, _) in messages {
-            if started.contains(&(*consumer, message_id, *receive_count))
+        for (message_id, receive_count, receipt) in messages {
+            // The heartbeat kept trying, and SQS refused: the message was handed out again
+            // when its visibility lapsed, as it may.
+            let extension_failed = facts.calls.values().any(|call| {
+                call.consumer == *consumer
+                    && call.action == Action::ChangeVisibility
+                    && !(call.delivered && call.applied.contains(receipt))
+                    && call.entries.iter().any(|(r, _)| r == receipt)
+            });
+            if extension_failed
+                || started.contains(&(*consumer, message_id, *receive_count))
                 || received_again
                     .get(message_id)
                     .is_some_and(|last| *last > index)
