@@ -123,9 +123,13 @@ impl SqsMessage {
             #[cfg(feature = "testing")]
             let _counted = counted;
             match settlement {
-                Some(settlement) => settlement
-                    .await
-                    .map_err(|error| AckError::Broker(Box::new(error))),
+                // The framework's contract: an ack SQS answered with success succeeds. A late
+                // one is logged with its message id and counted
+                // (`sqs_engine_late_settlements_total`) on the way here.
+                Some(settlement) => match settlement.await {
+                    Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
+                    Err(error) => Err(AckError::Broker(Box::new(error))),
+                },
                 None => Err(AckError::Broker(Box::new(SqsError::NotConnected))),
             }
         }
@@ -161,10 +165,12 @@ impl IncomingMessage for SqsMessage {
 
     /// Deletes the message (`DeleteMessageBatch`, shared with other settlements).
     ///
-    /// A delete SQS answered after the message's visibility deadline is an
-    /// [`AckError::Broker`] carrying [`SettleError::Unconfirmed`](crate::SettleError::Unconfirmed):
-    /// SQS answers a delete by an outdated receipt handle with success and deletes nothing, so
-    /// the message may come back.
+    /// A delete SQS answered with success after the message's visibility deadline succeeds
+    /// here too, as the framework's conformance contract requires, but is logged with the
+    /// message id and counted in `sqs_engine_late_settlements_total`: SQS answers a delete by an
+    /// outdated receipt handle with success and deletes nothing, so the message may come back.
+    /// The native [`Settlement`](crate::Settlement) reports it as
+    /// [`SettleError::Unconfirmed`](crate::SettleError::Unconfirmed).
     fn ack(self) -> impl Future<Output = Result<(), AckError>> + Send {
         self.settle(Outcome::Ack)
     }
@@ -319,10 +325,10 @@ mod tests {
     }
 
     /// On a paused clock, on the in-process SQS: an ack answered after the message's
-    /// visibility lapsed (SQS may have handed it out again, and then deletes nothing) is not
-    /// reported as done.
+    /// visibility lapsed (SQS may have handed it out again, and then deletes nothing) succeeds,
+    /// as the framework requires; `settle::tests` shows it counted late.
     #[tokio::test(start_paused = true)]
-    async fn an_ack_answered_after_the_visibility_lapsed_is_not_reported_as_done() {
+    async fn an_ack_answered_after_the_visibility_lapsed_succeeds_and_is_counted_late() {
         use ::ruststream::{Broker, ConnectedBroker, Subscriber};
         use futures::StreamExt;
 
@@ -350,16 +356,8 @@ mod tests {
                 .expect("it decodes")
         };
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let acked = delivery.ack().await;
-        let Err(AckError::Broker(error)) = acked else {
-            panic!("a late ack is an error: {acked:?}");
-        };
-        assert!(
-            matches!(
-                error.downcast_ref::<crate::SettleError>(),
-                Some(crate::SettleError::Unconfirmed { .. })
-            ),
-            "{error:?}"
+        delivery.ack().await.expect(
+            "a late ack succeeds: the framework's contract (the settlement counts it late)",
         );
         drop(subscriber);
         connected.shutdown().await.expect("shutdown");
