@@ -167,3 +167,9 @@ pub use system_attributes::SystemAttributes;
 /// [`mod@ruststream`].
 #[cfg(feature = "ruststream")]
 pub use crate::ruststream::prelude;
+
+/// The README's Rust examples, compiled (and the broker's run) as doctests so that they stay
+/// true.
+#[cfg(all(doctest, feature = "ruststream"))]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExamples;
