@@ -130,6 +130,7 @@ mod settle;
 mod sleep;
 #[cfg(feature = "sns")]
 mod sns_api;
+mod sns_envelope;
 #[cfg(any(test, feature = "bench"))]
 mod stand_in;
 mod system_attributes;
@@ -161,6 +162,7 @@ pub use outcome::{BatchOutcome, Outcome};
 pub use redrive_policy::RedriveWrite;
 pub use round_trip::RECEIVE_STOP_GRACE;
 pub use settle::Settlement;
+pub use sns_envelope::{SnsEnvelopeError, SnsNotification};
 pub use system_attributes::SystemAttributes;
 
 /// The RustStream prelude with the SQS broker: `use sqs_engine::prelude::*;`. See

@@ -49,6 +49,20 @@ impl Message {
         )
     }
 
+    /// The SNS notification this message carries, when a topic delivered it without raw
+    /// message delivery: the published message, its subject, topic and id, and its message
+    /// attributes, which travel inside the body rather than as the SQS message's own.
+    ///
+    /// # Errors
+    ///
+    /// [`SnsEnvelopeError`](crate::SnsEnvelopeError) when the body is not such a
+    /// notification: sent to the queue directly or with raw message delivery (not JSON), an
+    /// SNS message of another type, a field missing, or an attribute that cannot be read.
+    /// Returned from a handler with `?`, it settles the message by `on_handler_error`.
+    pub fn sns_notification(&self) -> Result<crate::SnsNotification, crate::SnsEnvelopeError> {
+        crate::sns_envelope::unwrap(&self.body)
+    }
+
     /// The message id SQS assigned when it was sent. A message received again keeps it.
     pub fn id(&self) -> &str {
         &self.id
