@@ -74,7 +74,9 @@ impl Delivery {
             Arc::clone(&receipt),
             Arc::clone(&message_id),
             visible_until,
-            window_end,
+            queue
+                .processing
+                .extension_end(first_called_at.min(called_at), window_end),
         );
         let group = queue_fifo_group(&queue, &message);
         let ticket = Ticket {

@@ -116,6 +116,7 @@ pub mod metrics;
 mod outcome;
 mod parked;
 mod per_entry;
+mod processing_limit;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod queue;

@@ -41,6 +41,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) fifo: bool,
     /// How a message is settled when its handler returns an error.
     pub(crate) on_handler_error: crate::error_policy::HandlerErrorPolicy,
+    /// The handlers' deadline and the heartbeat's cap.
+    pub(crate) processing: crate::processing_limit::ProcessingLimit,
     /// The round trip to SQS as measured on short calls.
     pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
@@ -156,6 +158,7 @@ impl QueueRuntime {
             settler,
             fifo: attributes.fifo,
             on_handler_error: crate::error_policy::HandlerErrorPolicy::default(),
+            processing: crate::processing_limit::ProcessingLimit::default(),
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,

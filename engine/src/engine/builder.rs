@@ -18,6 +18,7 @@ use crate::fifo::FifoOrder;
 use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells};
 use crate::limits::MAX_VISIBILITY;
 use crate::metrics::StatsCells;
+use crate::processing_limit::ProcessingLimit;
 use crate::queue::Redrive;
 use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
@@ -52,6 +53,9 @@ pub struct EngineBuilder {
     heartbeat_margin: Option<Duration>,
     fifo_order: FifoOrder,
     on_handler_error: HandlerErrorPolicy,
+    max_processing_time: Option<Duration>,
+    on_processing_timeout: Option<HandlerErrorPolicy>,
+    max_extension: Option<Duration>,
     redrive_write: RedriveWrite,
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
@@ -81,6 +85,9 @@ impl Default for EngineBuilder {
             heartbeat_margin: None,
             fifo_order: FifoOrder::default(),
             on_handler_error: HandlerErrorPolicy::default(),
+            max_processing_time: None,
+            on_processing_timeout: None,
+            max_extension: None,
             redrive_write: RedriveWrite::default(),
             max_attempts: None,
             dead_letter: None,
@@ -111,6 +118,9 @@ impl std::fmt::Debug for EngineBuilder {
             .field("heartbeat_margin", &self.heartbeat_margin)
             .field("fifo_order", &self.fifo_order)
             .field("on_handler_error", &self.on_handler_error)
+            .field("max_processing_time", &self.max_processing_time)
+            .field("on_processing_timeout", &self.on_processing_timeout)
+            .field("max_extension", &self.max_extension)
             .field("redrive_write", &self.redrive_write)
             .field("max_attempts", &self.max_attempts)
             .field("dead_letter", &self.dead_letter)
@@ -307,6 +317,39 @@ impl EngineBuilder {
         self
     }
 
+    /// How long a handler may run: past it, the handler is cancelled (its future dropped) and
+    /// its message settled by [`on_processing_timeout`](Self::on_processing_timeout), with a
+    /// warning on the message's span. A batch handler's deadline covers its whole batch. Not
+    /// applied to a [`Consumer`](crate::Consumer)'s deliveries, whose caller runs them.
+    ///
+    /// Default: none. 1 s..=12 h, and no longer than [`max_extension`](Self::max_extension)
+    /// when that is set; [`build`](Self::build) refuses other values with a [`ConfigError`].
+    pub fn max_processing_time(mut self, limit: Duration) -> Self {
+        self.max_processing_time = Some(limit);
+        self
+    }
+
+    /// How a message is settled when its handler was cancelled at
+    /// [`max_processing_time`](Self::max_processing_time): an [`Outcome`](crate::Outcome) or
+    /// an [`ErrorBackoff`](crate::ErrorBackoff), as for
+    /// [`on_handler_error`](Self::on_handler_error). Default: the `on_handler_error` policy, so
+    /// a message whose handler always hangs backs off like one whose handler always fails.
+    pub fn on_processing_timeout(mut self, policy: impl Into<HandlerErrorPolicy>) -> Self {
+        self.on_processing_timeout = Some(policy.into());
+        self
+    }
+
+    /// How long after its receive the heartbeat may keep a message invisible: its last
+    /// extension ends there, and the message becomes visible again then, its handler done or
+    /// not. Without it, a handler that never ends holds its message for SQS's 12 hours.
+    ///
+    /// Default: none (12 hours). 1 s..=12 h; [`build`](Self::build) refuses other values with
+    /// a [`ConfigError`].
+    pub fn max_extension(mut self, cap: Duration) -> Self {
+        self.max_extension = Some(cap);
+        self
+    }
+
     /// The receives after which SQS moves a message to the dead-letter queue, 1..=1000: the
     /// redrive policy's `maxReceiveCount`. Goes with [`dead_letter`](Self::dead_letter).
     ///
@@ -404,6 +447,12 @@ impl EngineBuilder {
             .transpose()?;
         let prefetch = Prefetch::new(self.prefetch.unwrap_or(receive_batch * receivers))?.get();
         let give_up_after = GiveUpAfter::new(self.give_up_after)?.get();
+        let on_handler_error = self.on_handler_error.validated()?;
+        let processing = ProcessingLimit::new(
+            self.max_processing_time,
+            self.on_processing_timeout.unwrap_or(on_handler_error),
+            self.max_extension,
+        )?;
         let queue_name = crate::queue_url::name_of(&queue).to_owned();
         let max_held = MaxHeld::new(self.max_held, batch)?.get();
         let max_held_bytes = MaxHeldBytes::new(self.max_held_bytes)?.get();
@@ -455,7 +504,8 @@ impl EngineBuilder {
             backoff: self.backoff,
             heartbeat: self.heartbeat.then_some(heartbeat_margin),
             fifo_order: self.fifo_order,
-            on_handler_error: self.on_handler_error.validated()?,
+            on_handler_error,
+            processing,
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),

@@ -124,10 +124,18 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                         let timer = HandlerTimer::start(&queue);
                         let outcome = tokio::select! {
                             biased;
-                            outcome = handler.handle(messages) => outcome,
+                            outcome = queue.processing.within(handler.handle(messages)) => outcome,
                             () = abort.cancelled() => return,
                         };
                         drop(timer);
+                        let outcome = outcome.unwrap_or_else(|| {
+                            BatchOutcome::Each(
+                                tickets
+                                    .iter()
+                                    .map(|ticket| timed_out(&queue, ticket.receive_count()))
+                                    .collect(),
+                            )
+                        });
                         settle_batch(&queue, tickets, outcome);
                     }
                     .instrument(span),
@@ -184,17 +192,16 @@ pub(crate) fn handle_one<H: Handler>(
             let _permit = permit;
             let (message, ticket) = delivery.into_parts();
             let timer = HandlerTimer::start(&queue);
-            let outcome = match handler.handle(message).await.into_outcome() {
-                Ok(outcome) => outcome,
-                Err(error) => {
-                    let outcome = queue.on_handler_error.outcome(ticket.receive_count());
-                    let delay = match outcome {
-                        Outcome::RetryAfter(delay) => Some(delay),
-                        _ => None,
-                    };
-                    warn!(error = %error, outcome = outcome.as_str(), ?delay, "handler failed; settling by the error policy");
-                    outcome
-                }
+            let outcome = match queue.processing.within(handler.handle(message)).await {
+                Some(result) => match result.into_outcome() {
+                    Ok(outcome) => outcome,
+                    Err(error) => {
+                        let outcome = queue.on_handler_error.outcome(ticket.receive_count());
+                        warn!(error = %error, outcome = outcome.as_str(), delay = ?delay_of(outcome), "handler failed; settling by the error policy");
+                        outcome
+                    }
+                },
+                None => timed_out(&queue, ticket.receive_count()),
             };
             drop(timer);
             // Queued now; the answer is recorded and logged by the flusher.
@@ -202,6 +209,27 @@ pub(crate) fn handle_one<H: Handler>(
         }
         .instrument(span),
     )
+}
+
+/// The outcome of a message whose handler was cancelled at `max_processing_time`, by the
+/// queue's `on_processing_timeout` policy; logged on the message's span.
+fn timed_out(queue: &QueueRuntime, receive_count: u32) -> Outcome {
+    let outcome = queue.processing.on_timeout.outcome(receive_count);
+    warn!(
+        limit = ?queue.processing.max_processing_time,
+        outcome = outcome.as_str(),
+        delay = ?delay_of(outcome),
+        "handler ran past max_processing_time: cancelled; settling by on_processing_timeout"
+    );
+    outcome
+}
+
+/// The delay an outcome asks for, for the logs.
+fn delay_of(outcome: Outcome) -> Option<Duration> {
+    match outcome {
+        Outcome::RetryAfter(delay) => Some(delay),
+        _ => None,
+    }
 }
 
 /// The span a message's handler runs in, at INFO so that a subscriber's default level shows

@@ -17,6 +17,7 @@ use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler};
 use crate::health::{HealthCells, HealthHandle};
 use crate::metrics::{Stats, StatsCells};
+use crate::processing_limit::ProcessingLimit;
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
 use crate::settle::Answers;
@@ -79,6 +80,7 @@ pub struct Engine {
     heartbeat: Option<Option<Duration>>,
     fifo_order: FifoOrder,
     on_handler_error: HandlerErrorPolicy,
+    processing: ProcessingLimit,
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,
@@ -234,6 +236,7 @@ impl Engine {
         )
         .await?;
         queue.on_handler_error = self.on_handler_error;
+        queue.processing = self.processing;
         let queue = Arc::new(queue);
         info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
         queue.metrics.workers(self.workers);

@@ -429,7 +429,7 @@ fn answer_extension(
                     queue = %settler.name,
                     message_id,
                     seconds,
-                    "last visibility extension: it ends 12 hours after the receive, as SQS allows no more"
+                    "last visibility extension: it ends at the 12 hours from the receive SQS allows, or at max_extension"
                 );
             }
         }
