@@ -262,3 +262,8 @@ fn a_heartbeat_that_gives_up_after_one_failure_is_caught() {
 fn a_fifo_group_drained_into_the_dead_letter_queue_is_caught() {
     caught(Defect::FifoWaitsForTheDeadLettered);
 }
+
+#[test]
+fn a_duplicate_settled_with_its_other_delivery_s_handle_is_caught() {
+    caught(Defect::DuplicateSettledAsOriginal);
+}
