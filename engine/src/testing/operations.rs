@@ -7,12 +7,12 @@ use tokio::time::Instant;
 
 use super::InProcessSqs;
 use super::duplicates::Duplicates;
-use super::store::State;
 use super::errors::entry_failure;
 use super::journal::Change;
 use super::model::rules::{ACCOUNT_ID, check_batch_size};
 use super::model::{ErrorKind, ModelError};
 use super::receipt::Receipt;
+use super::store::State;
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
 use crate::system_attributes::asked_for;
 

@@ -386,7 +386,13 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             .skip(stamped.journal)
             .find(|(_, applied)| {
                 applied.message_id == *message_id
-                    && matches!(applied.change, Change::Received { duplicate: false, .. })
+                    && matches!(
+                        applied.change,
+                        Change::Received {
+                            duplicate: false,
+                            ..
+                        }
+                    )
             });
         let Some((next_position, next)) = next else {
             continue;
@@ -1143,9 +1149,10 @@ fn each_handle_settled_as_its_handler_said(run: &Run, facts: &Facts, violations:
                     Action::Delete => "deleted".to_owned(),
                     _ => format!("made visible in {seconds} s"),
                 };
-                let handler = ended
-                    .get(receipt)
-                    .map_or_else(|| "still running".to_owned(), |(_, end)| format!("ended {end:?}"));
+                let handler = ended.get(receipt).map_or_else(
+                    || "still running".to_owned(),
+                    |(_, end)| format!("ended {end:?}"),
+                );
                 violations.push(format!(
                     "c{} {what} {receipt} at {:?}, whose handler {handler}",
                     call.consumer, call.at

@@ -566,8 +566,7 @@ impl<M: Clone> Messages<M> {
     /// out again after) and the message is still in flight from it, as of the last call that released what was due.
     pub fn in_flight(&self, seq: u64, receive_count: u32) -> bool {
         self.messages.get(&seq).is_some_and(|stored| {
-            stored.names(receive_count)
-                && matches!(stored.visibility, Visibility::InFlight(_))
+            stored.names(receive_count) && matches!(stored.visibility, Visibility::InFlight(_))
         })
     }
 
