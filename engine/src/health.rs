@@ -255,8 +255,10 @@ impl State {
     }
 
     /// A `call` failed with `error` at `now`: retry, or give up because a failure retrying
-    /// cannot mend, and nothing else, has come from that kind of call for `give_up_after`. A
-    /// failure of another kind ends such a run: the call may work again.
+    /// cannot mend, and no success, has come from that kind of call for `give_up_after`. A
+    /// transient failure (throttling, a 5xx, the network) says nothing of whether the call
+    /// would work, and leaves such a run as it is: a deleted queue behind a flaky network is
+    /// still given up on. A failure of another kind ends the run: the call may work again.
     fn failed(
         &mut self,
         call: Call,
@@ -270,7 +272,9 @@ impl State {
         }
         let slot = &mut self.permanent[call.index()];
         if !error.kind.is_permanent() {
-            *slot = None;
+            if !error.kind.is_transient() {
+                *slot = None;
+            }
             return AfterFailure::Retry;
         }
         let since = slot.as_ref().map_or(now, |permanent| permanent.since);
@@ -590,18 +594,49 @@ mod tests {
         );
     }
 
+    // On a paused clock: the time allowed is measured on tokio's clock.
     #[tokio::test(start_paused = true)]
-    async fn a_transient_failure_between_refusals_starts_the_time_allowed_again() {
+    async fn a_transient_failure_between_refusals_neither_heals_nor_restarts_the_time_allowed() {
+        // A deleted queue answers NonExistentQueue to every call; a flaky network now and then
+        // answers instead. The engine must still give up once the refusals have lasted the
+        // time allowed, and stay unhealthy meanwhile.
         let cells = HealthCells::new("q", Duration::from_secs(10));
         cells.running();
+        let gone = CallError::new(CallErrorKind::QueueNotFound, "the queue does not exist")
+            .with_code("AWS.SimpleQueueService.NonExistentQueue");
         let throttled = CallError::new(CallErrorKind::Throttled, "slow down");
+        let refused = CallError::new(CallErrorKind::Network, "connection refused");
         cells.call_failed(Call::Delete, &denied());
-        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(cells.receive_failed(&gone), AfterFailure::Retry);
+        tokio::time::advance(Duration::from_secs(6)).await;
         assert_eq!(
             cells.call_failed(Call::Delete, &throttled),
             AfterFailure::Retry
         );
-        assert!(cells.snapshot().is_healthy(), "throttling is transient");
+        assert_eq!(cells.receive_failed(&refused), AfterFailure::Retry);
+        let health = cells.snapshot();
+        assert!(!health.is_healthy(), "still refused: {health}");
+        assert_eq!(health.failing_permanently_for, Some(Duration::from_secs(6)));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(cells.receive_failed(&gone), AfterFailure::GiveUp);
+        assert_eq!(
+            cells.call_failed(Call::Delete, &denied()),
+            AfterFailure::GiveUp
+        );
+        let gave_up = cells.gave_up().expect("gave up");
+        assert_eq!(gave_up.error.kind, CallErrorKind::QueueNotFound);
+        assert_eq!(gave_up.lasted, Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_of_a_kind_that_may_work_again_ends_a_run_of_refusals() {
+        let cells = HealthCells::new("q", Duration::from_secs(10));
+        cells.running();
+        cells.call_failed(Call::Delete, &denied());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        let invalid = CallError::new(CallErrorKind::Invalid, "a request SQS refused");
+        cells.call_failed(Call::Delete, &invalid);
+        assert!(cells.snapshot().is_healthy());
         tokio::time::advance(Duration::from_secs(5)).await;
         assert_eq!(
             cells.call_failed(Call::Delete, &denied()),

@@ -33,6 +33,8 @@
 //! - The redrive policy: a message received `maxReceiveCount` times moves to the dead-letter
 //!   queue, with its receive count, when a receive comes upon it again, as SQS does it.
 //!
+//! - Deleting a queue ([`InProcessSqs::delete_queue`]): every call naming it after is refused
+//!   with `AWS.SimpleQueueService.NonExistentQueue`, its waiting long polls included.
 //! - A journal, when made with [`InProcessSqs::journaled`]: every change it applied (a send, a
 //!   receive, a delete, a visibility change, a move to the dead-letter queue), in order and with
 //!   the time on tokio's clock, for a test to check what a consumer did from the queue's side
@@ -41,13 +43,16 @@
 //! What it does not model: a long poll has no timer. A receive with a wait time waits until a
 //! message is there, however long that takes (on a paused clock, a timer would move the clock
 //! forward whenever the test idles). Throttling, outages, message retention and the
-//! distributed "approximate" nature of standard queues (duplicates, reordering) are not
-//! modelled: a standard queue hands out its visible messages in the order they were sent, one
+//! distributed "approximate" nature of standard queues (reordering) are not modelled;
+//! duplicates only when switched on ([`InProcessSqs::duplicate_deliveries`]): a standard queue
+//! hands out its visible messages in the order they were sent, one
 //! visible again after a receive included (SQS's "best-effort ordering"). The fault-injection suite runs
 //! against LocalStack for those.
 mod adapter;
 mod defect;
+mod deleted;
 mod depth;
+mod duplicates;
 mod errors;
 #[cfg(feature = "ruststream")]
 mod harness;

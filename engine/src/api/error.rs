@@ -42,8 +42,10 @@ impl CallErrorKind {
     /// credentials or the key: the queue does not exist, the credentials or the KMS key are
     /// refused, the call is not supported. Retrying cannot mend it (it is never
     /// [transient](Self::is_transient)). A receive, delete or visibility change failing so
-    /// makes the engine unhealthy at once, and makes it give up once nothing else has come for
-    /// [`give_up_after`](crate::EngineBuilder::give_up_after).
+    /// makes the engine unhealthy at once, and makes it give up once no success (nor a failure
+    /// that is neither transient nor permanent) has come for
+    /// [`give_up_after`](crate::EngineBuilder::give_up_after): transient failures in between
+    /// do not restart that time.
     ///
     /// [`Invalid`](Self::Invalid) and [`Other`](Self::Other) are neither transient nor
     /// permanent: a call refused as malformed says nothing of the next one.

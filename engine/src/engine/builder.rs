@@ -396,8 +396,9 @@ impl EngineBuilder {
     }
 
     /// How long receives, deletes or visibility changes may fail in a way retrying cannot mend
-    /// (the queue was deleted, the credentials or the queue's KMS key are refused), with nothing
-    /// else from that call between, before the engine gives up: it stops receiving, lets its
+    /// (the queue was deleted, the credentials or the queue's KMS key are refused), with no
+    /// success of that call between (transient failures between do not count), before the
+    /// engine gives up: it stops receiving, lets its
     /// handlers finish, sends their settlements, and [`run`](Engine::run) returns
     /// [`Error::GaveUp`]. The engine reports itself unhealthy from the first such failure
     /// ([`Engine::health`]). Transient failures (throttling, 5xx, the network) never make it

@@ -339,6 +339,18 @@ impl Schedule {
     }
 
     /// The deadline of a tracked delivery.
+    /// The receipt handle of another delivery of `message_id` in the schedule than the one of
+    /// `key`, if there is one (it visits the whole schedule: for the planted defect
+    /// [`DuplicateSettledAsOriginal`](crate::testing::Defect::DuplicateSettledAsOriginal)).
+    #[cfg(feature = "testing")]
+    pub(crate) fn other_receipt(&self, key: u64, message_id: &str) -> Option<Arc<str>> {
+        self.tracked
+            .iter()
+            .filter(|(other, tracked)| **other != key && *tracked.message_id == *message_id)
+            .min_by_key(|(other, _)| **other)
+            .map(|(_, tracked)| Arc::clone(&tracked.receipt))
+    }
+
     pub(crate) fn deadline(&self, key: u64) -> Option<Instant> {
         self.tracked.get(&key).map(|t| t.deadline)
     }

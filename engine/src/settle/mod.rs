@@ -225,11 +225,28 @@ pub(crate) fn enqueue_detached(settler: &Settler, request: Request) {
     push(settler, request, None);
 }
 
+/// With the planted defect
+/// [`DuplicateSettledAsOriginal`](crate::testing::Defect::DuplicateSettledAsOriginal) on,
+/// `request` with the receipt handle of another delivery of its message the heartbeat keeps.
+#[cfg(feature = "testing")]
+fn planted_duplicate_defect(state: &SettleState<Completion>, mut request: Request) -> Request {
+    if crate::testing::defect_on(crate::testing::Defect::DuplicateSettledAsOriginal)
+        && let Some(key) = request.key
+        && let Some(other) = state.other_receipt(key, &request.message_id)
+    {
+        request.receipt = other;
+    }
+    request
+}
+
 /// Hands a settlement to the state, or answers it at once when the settlement has stopped.
 fn push(settler: &Settler, request: Request, tx: Option<oneshot::Sender<Result<(), SettleError>>>) {
     let enqueued_at = Instant::now();
     let lane = request.lane;
-    let pushed = settler.lock().settle(request.key, lane, |deadline| Entry {
+    let mut state = settler.lock();
+    #[cfg(feature = "testing")]
+    let request = planted_duplicate_defect(&state, request);
+    let pushed = state.settle(request.key, lane, |deadline| Entry {
         receipt: request.receipt,
         visibility: request.visibility,
         enqueued_at,
@@ -242,6 +259,7 @@ fn push(settler: &Settler, request: Request, tx: Option<oneshot::Sender<Result<(
             _slot: request.slot,
         }),
     });
+    drop(state);
     match pushed {
         Ok(true) => settler.wake.notify_one(),
         Ok(false) => {}

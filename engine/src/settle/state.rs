@@ -167,6 +167,14 @@ impl<S> SettleState<S> {
         (Some(key), self.wakes(due))
     }
 
+    /// The receipt handle of another delivery of `message_id` the heartbeat keeps than the one
+    /// of `key` (for the planted defect
+    /// [`DuplicateSettledAsOriginal`](crate::testing::Defect::DuplicateSettledAsOriginal)).
+    #[cfg(feature = "testing")]
+    pub(crate) fn other_receipt(&self, key: u64, message_id: &str) -> Option<Arc<str>> {
+        self.schedule.as_ref()?.other_receipt(key, message_id)
+    }
+
     /// Stops keeping a delivery invisible: takes it out of the schedule, and its extension out
     /// of the visibility lane if one waits there. Returns its deadline as last known.
     pub(crate) fn forget(&mut self, key: u64) -> Option<Instant> {

@@ -29,7 +29,7 @@ impl InProcessSqs {
         request: &'a ReceiveRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ReceivedMessage>, CallError>> {
         Box::pin(async move {
-            let name = self.url_of(request.queue_url)?;
+            self.url_of(request.queue_url)?;
             if !(1..=MAX_BATCH_ENTRIES).contains(&usize::from(request.max_messages)) {
                 return Err(invalid(
                     "InvalidParameterValue",
@@ -52,6 +52,8 @@ impl InProcessSqs {
                 let arrived = self.shared.arrived.notified();
                 tokio::pin!(arrived);
                 arrived.as_mut().enable();
+                // The queue may have been deleted while the poll waited.
+                let name = self.url_of(request.queue_url)?;
                 let received = self.receive_now(&name, reader, request);
                 if !received.is_empty() || request.wait_time.is_zero() {
                     return Ok(received);

@@ -22,6 +22,10 @@ pub enum Defect {
     /// arrive meanwhile, whatever their receive count: the group drains into the dead-letter
     /// queue unseen.
     FifoWaitsForTheDeadLettered,
+    /// A message handed out twice (a standard queue's duplicate delivery) is settled with the
+    /// receipt handle of its other delivery still held, as an engine that kept its deliveries
+    /// by message id would: one handle is settled twice, the other never.
+    DuplicateSettledAsOriginal,
 }
 
 thread_local! {

@@ -119,7 +119,8 @@ impl InProcessSqs {
     }
 
     /// The receipt handles of the messages of `queue` (a name or URL) in flight now: received,
-    /// not deleted, and still hidden by that receive (the newest handle of each).
+    /// not deleted, and still hidden by that receive (the newest handle of each, and the older
+    /// ones a duplicate delivery left naming it).
     pub fn in_flight_receipts(&self, queue: &str) -> Vec<String> {
         let mut state = self.shared.lock();
         let Some(queue) = state.queues.get_mut(last_segment(queue)) else {
@@ -131,13 +132,18 @@ impl InProcessSqs {
             .in_send_order()
             .into_iter()
             .filter(|message| message.standing == Standing::InFlight)
-            .map(|message| {
-                Receipt {
-                    message_id: &message.data.id,
-                    seq: message.seq,
-                    receive_count: message.receive_count,
-                }
-                .to_string()
+            .flat_map(|message| {
+                let counts = message.duplicated.iter().copied();
+                counts
+                    .chain(std::iter::once(message.receive_count))
+                    .map(move |receive_count| {
+                        Receipt {
+                            message_id: &message.data.id,
+                            seq: message.seq,
+                            receive_count,
+                        }
+                        .to_string()
+                    })
             })
             .collect()
     }

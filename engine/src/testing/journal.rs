@@ -49,6 +49,10 @@ pub enum Change {
         receive_count: u32,
         /// The visibility timeout it got, in seconds.
         visibility: u32,
+        /// Handed out again while in flight, as a standard queue's at-least-once delivery may
+        /// (see [`InProcessSqs::duplicate_deliveries`](crate::testing::InProcessSqs::duplicate_deliveries)):
+        /// the receipt handles that held it still name it.
+        duplicate: bool,
     },
     /// A delete answered with success: `removed` when the handle was the message's newest and
     /// the message is gone, `false` for an older handle or a message already deleted (SQS
@@ -71,4 +75,7 @@ pub enum Change {
         /// The dead-letter queue's name.
         dead_letter: String,
     },
+    /// Gone with its queue, which was deleted (see
+    /// [`InProcessSqs::delete_queue`](crate::testing::InProcessSqs::delete_queue)).
+    QueueDeleted,
 }

@@ -6,11 +6,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use super::InProcessSqs;
+use super::duplicates::Duplicates;
 use super::errors::entry_failure;
 use super::journal::Change;
 use super::model::rules::{ACCOUNT_ID, check_batch_size};
 use super::model::{ErrorKind, ModelError};
 use super::receipt::Receipt;
+use super::store::State;
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
 use crate::system_attributes::asked_for;
 
@@ -29,6 +31,23 @@ impl InProcessSqs {
     ) -> Vec<ReceivedMessage> {
         let now = Instant::now();
         let mut state = self.shared.lock();
+        let mut duplicates = state.duplicates.take();
+        let received = self.receive_locked(&mut state, &mut duplicates, name, reader, request, now);
+        state.duplicates = duplicates;
+        received
+    }
+
+    /// [`receive_now`](Self::receive_now) under the lock, with the duplicate deliveries' draws
+    /// taken out of the state.
+    fn receive_locked(
+        &self,
+        state: &mut State,
+        duplicates: &mut Option<Duplicates>,
+        name: &str,
+        reader: Option<u64>,
+        request: &ReceiveRequest<'_>,
+        now: Instant,
+    ) -> Vec<ReceivedMessage> {
         let observer = state.observer.clone();
         let Some(queue) = state.queues.get_mut(name) else {
             return Vec::new();
@@ -48,23 +67,31 @@ impl InProcessSqs {
                 queue.attempt_again(id, now, Duration::from_secs(u64::from(visibility)))
         {
             // Their visibility starts again: the receivers waiting for them look again then.
-            self.wake_after(&state, name, Duration::from_secs(u64::from(visibility)));
+            self.wake_after(state, name, Duration::from_secs(u64::from(visibility)));
             return again;
         }
         let mut taken = Vec::with_capacity(usize::from(request.max_messages));
+        let deadline = now + Duration::from_secs(u64::from(visibility));
         queue.messages.receive(
             now,
-            now + Duration::from_secs(u64::from(visibility)),
+            deadline,
             millis(SystemTime::now()),
             usize::from(request.max_messages),
             &mut taken,
         );
+        let handed_out = taken.len();
+        if handed_out < usize::from(request.max_messages)
+            && let Some(duplicates) = duplicates.as_mut()
+            && let Some(again) = duplicates.draw(queue, now, deadline, &taken)
+        {
+            taken.push(again);
+        }
         let fifo = queue.fifo;
         let watched = !queue.watchers.is_empty();
         let mut owed = Vec::new();
         let mut notes = Vec::new();
         let mut received = Vec::with_capacity(taken.len());
-        for taken in taken {
+        for (index, taken) in taken.into_iter().enumerate() {
             let message = taken.data;
             let receipt = Receipt {
                 message_id: &message.id,
@@ -78,6 +105,7 @@ impl InProcessSqs {
                     receipt_handle: receipt.clone(),
                     receive_count: taken.receive_count,
                     visibility,
+                    duplicate: index >= handed_out,
                 },
             ));
             if let Some(observer) = &observer
@@ -134,14 +162,14 @@ impl InProcessSqs {
                 .insert(id.to_owned(), (now, received.clone()));
         }
         if let Some(dead_letter) = state.dead_letter(name, now) {
-            self.refresh(&mut state, &dead_letter);
+            self.refresh(state, &dead_letter);
         }
         state.owed.extend(owed);
         for (message_id, change) in notes {
             state.note(name, &message_id, change);
         }
         if !received.is_empty() {
-            self.wake_after(&state, name, Duration::from_secs(u64::from(visibility)));
+            self.wake_after(state, name, Duration::from_secs(u64::from(visibility)));
         }
         received
     }

@@ -32,6 +32,10 @@ pub(super) struct State {
     /// Receives the observer counted and whose delivery has not yet been claimed, by message
     /// id and receive count (unique per receive).
     pub(super) owed: HashSet<(String, u32)>,
+    /// Standard queues' duplicate deliveries, once switched on.
+    pub(super) duplicates: Option<super::duplicates::Duplicates>,
+    /// The queues deleted: every call naming one is refused, as SQS refuses it.
+    pub(super) deleted: HashSet<String>,
     /// The topics, by name (feature `sns`).
     #[cfg(feature = "sns")]
     pub(super) topics: HashMap<String, sns::Topic>,
@@ -50,6 +54,9 @@ pub(super) fn json_value<'a>(json: &'a str, key: &str) -> Option<&'a str> {
 
 impl State {
     pub(super) fn queue_or_create(&mut self, name: &str) -> Result<&mut Queue, CallError> {
+        if self.deleted.contains(name) {
+            return Err(not_found(name));
+        }
         if !valid_queue_name(name) {
             return Err(invalid(
                 "InvalidParameterValue",

@@ -303,3 +303,115 @@ async fn a_receive_returns_only_the_system_attributes_it_asked_for() {
             .contains_key("ApproximateFirstReceiveTimestamp")
     );
 }
+
+// On a paused clock: the visibility deadlines are on tokio's clock.
+#[tokio::test(start_paused = true)]
+async fn a_duplicate_delivery_gives_a_second_handle_and_either_deletes_the_message() {
+    let sqs = InProcessSqs::journaled();
+    sqs.duplicate_deliveries(1.0, 7);
+    sqs.send("orders", "one").expect("sent");
+    let url = url(&sqs, "orders").await;
+    let first = sqs.receive(&request(&url)).await.expect("receive");
+    assert_eq!(first.len(), 1, "nothing was in flight to hand out again");
+    let again = sqs.receive(&request(&url)).await.expect("receive");
+    assert_eq!(again.len(), 1, "the message in flight is handed out again");
+    assert_eq!(again[0].message_id, first[0].message_id);
+    assert_ne!(again[0].receipt_handle, first[0].receipt_handle);
+    assert_eq!(again[0].attributes["ApproximateReceiveCount"], "2");
+    assert!(
+        sqs.journal().iter().any(|applied| matches!(
+            &applied.change,
+            super::Change::Received { duplicate: true, receipt_handle, .. }
+                if *receipt_handle == again[0].receipt_handle
+        )),
+        "the journal notes the duplicate"
+    );
+    let mut held = sqs.in_flight_receipts("orders");
+    held.sort();
+    let mut both = vec![
+        first[0].receipt_handle.clone(),
+        again[0].receipt_handle.clone(),
+    ];
+    both.sort();
+    assert_eq!(held, both);
+
+    // The first handle still names the message: it extends it, and deletes it.
+    let first_handle = first[0].receipt_handle.as_str();
+    let extended = sqs
+        .change_message_visibility_batch(&url, &[(first_handle, 60)])
+        .await
+        .expect("change");
+    assert_eq!(extended, vec![EntryResult::Ok]);
+    sqs.delete_message_batch(&url, &[first_handle])
+        .await
+        .expect("delete");
+    assert_eq!(sqs.counts("orders"), QueueCounts::default());
+    // The second handle's delete is answered with success and deletes nothing more.
+    let late = sqs
+        .delete_message_batch(&url, &[again[0].receipt_handle.as_str()])
+        .await
+        .expect("delete");
+    assert_eq!(late, vec![EntryResult::Ok]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fifo_queue_never_hands_a_message_out_twice() {
+    let sqs = InProcessSqs::new();
+    sqs.duplicate_deliveries(1.0, 7);
+    sqs.send("orders.fifo", "one").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    assert_eq!(sqs.receive(&request(&url)).await.expect("receive").len(), 1);
+    assert!(
+        sqs.receive(&request(&url))
+            .await
+            .expect("receive")
+            .is_empty()
+    );
+}
+
+// On a paused clock: the long poll waits with no timer.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_queue_refuses_every_call_and_ends_a_waiting_long_poll() {
+    let sqs = InProcessSqs::journaled();
+    sqs.send("orders", "one").expect("sent");
+    let url = url(&sqs, "orders").await;
+    sqs.receive(&request(&url)).await.expect("receive");
+    let waiting = {
+        let sqs = sqs.clone();
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut polling = request(&url);
+            polling.wait_time = Duration::from_secs(20);
+            sqs.receive(&polling).await
+        })
+    };
+    tokio::task::yield_now().await;
+    sqs.delete_queue("orders");
+    let error = waiting
+        .await
+        .expect("the poll's task")
+        .expect_err("the queue is gone");
+    assert_eq!(error.kind, crate::CallErrorKind::QueueNotFound);
+    assert_eq!(
+        error.code.as_deref(),
+        Some("AWS.SimpleQueueService.NonExistentQueue")
+    );
+    for refused in [
+        sqs.delete_message_batch(&url, &["m-1:0:1"]).await.err(),
+        sqs.change_message_visibility_batch(&url, &[("m-1:0:1", 0)])
+            .await
+            .err(),
+        sqs.queue_url("orders").await.err(),
+        sqs.create_queue("orders", &[]).await.err(),
+        sqs.send("orders", "two").err(),
+    ] {
+        let error = refused.expect("refused");
+        assert_eq!(error.kind, crate::CallErrorKind::QueueNotFound, "{error}");
+    }
+    assert!(
+        sqs.journal()
+            .iter()
+            .any(|applied| applied.change == super::Change::QueueDeleted),
+        "the message held is noted gone with its queue"
+    );
+}

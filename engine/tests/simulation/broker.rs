@@ -127,5 +127,6 @@ fn stopped(record: &Record, consumer: usize, detail: String) -> Stopped {
     Stopped {
         at: record.elapsed(),
         stats: None,
+        healthy: None,
     }
 }

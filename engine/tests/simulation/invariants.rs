@@ -20,7 +20,17 @@
 //!   the time allowed, and every message a consumer received was handled, unless it came
 //!   behind an earlier message of its FIFO group, or was received again later, or came while
 //!   its consumer was shutting down, or its consumer runs without the heartbeat): no stalled
-//!   engine, and no message dead-lettered unseen.
+//!   engine, and no message dead-lettered unseen;
+//! - on a standard queue that delivers a message twice (a second receipt handle while the first
+//!   holds it), either handle's handler may run, and the message may be handled after the other
+//!   handle deleted it; but each handle is settled only as its own handler said (never deleted
+//!   for a handler that retried, never returned for one that acked, never deleted before its
+//!   handler ended);
+//! - when the queue is deleted, every consumer's `run` returns an error naming the queue by
+//!   its `give_up_after` (see [`Workload::give_up_by`](crate::workload::Workload::give_up_by)),
+//!   its health says unhealthy, no handler running then is cut before its work is done, and a
+//!   settlement that fails says which queue;
+//! - nothing panics but the handlers that panic on purpose.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -46,6 +56,14 @@ pub fn check(run: &Run) -> Vec<String> {
     metrics_agree(run, &facts, &mut violations);
     live(run, &facts, &mut violations);
     heartbeat_persists(run, &facts, &mut violations);
+    each_handle_settled_as_its_handler_said(run, &facts, &mut violations);
+    queue_deletion_handled(run, &facts, &mut violations);
+    if run.panics > 0 {
+        violations.push(format!(
+            "{} panic(s) besides the handlers' deliberate ones",
+            run.panics
+        ));
+    }
     violations
 }
 
@@ -80,6 +98,11 @@ struct Facts {
     dead_at: HashMap<String, usize>,
     /// The messages sent to the queue, in order, with their group.
     sent: Vec<(String, Option<String>)>,
+    /// Journal position of each duplicate receive (a message handed out again while in
+    /// flight), by message id.
+    duplicated: HashMap<String, Vec<usize>>,
+    /// Journal position of each message's loss with its deleted queue.
+    gone_with_queue: HashMap<String, usize>,
 }
 
 impl Facts {
@@ -88,11 +111,24 @@ impl Facts {
         let mut removed_at = HashMap::new();
         let mut dead_at = HashMap::new();
         let mut sent = Vec::new();
+        let mut duplicated: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut gone_with_queue = HashMap::new();
         for (position, applied) in run.journal.iter().enumerate() {
             if applied.queue != *queue {
                 continue;
             }
             match &applied.change {
+                Change::Received {
+                    duplicate: true, ..
+                } => {
+                    duplicated
+                        .entry(applied.message_id.clone())
+                        .or_default()
+                        .push(position);
+                }
+                Change::QueueDeleted => {
+                    gone_with_queue.insert(applied.message_id.clone(), position);
+                }
                 Change::Deleted { removed: true, .. } => {
                     removed_at.insert(applied.message_id.clone(), position);
                 }
@@ -187,7 +223,17 @@ impl Facts {
             removed_at,
             dead_at,
             sent,
+            duplicated,
+            gone_with_queue,
         }
+    }
+
+    /// Whether SQS handed `message_id` out again while in flight before journal position
+    /// `before`.
+    fn duplicated_before(&self, message_id: &str, before: usize) -> bool {
+        self.duplicated
+            .get(message_id)
+            .is_some_and(|positions| positions.iter().any(|at| *at < before))
     }
 
     fn receipt(&self, consumer: usize, message_id: &str, receive_count: u32) -> Option<&String> {
@@ -257,11 +303,12 @@ fn none_lost(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             facts.removed_at.contains_key(message_id),
             facts.dead_at.contains_key(message_id) && dead.contains(message_id),
             remaining.contains(message_id),
+            facts.gone_with_queue.contains_key(message_id),
         ];
         let count = ends.iter().filter(|end| **end).count();
         if count != 1 {
             violations.push(format!(
-                "{message_id} ends {count} ways (deleted, dead-lettered, on the queue): {ends:?}"
+                "{message_id} ends {count} ways (deleted, dead-lettered, on the queue, gone with the queue): {ends:?}"
             ));
         }
     }
@@ -304,6 +351,8 @@ fn not_handled_after_delete(run: &Run, facts: &Facts, violations: &mut Vec<Strin
             && let Some(removed) = facts.removed_at.get(message_id)
             && *removed < stamped.journal
             && facts.removed_by.get(message_id) == Some(consumer)
+            // Delivered twice: the other copy was deleted while this one was held.
+            && !facts.duplicated.contains_key(message_id)
         {
             violations.push(format!(
                 "c{consumer} started {message_id} #{receive_count} at {:?}, after SQS applied its own delete (sqs#{removed})",
@@ -337,11 +386,21 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             .skip(stamped.journal)
             .find(|(_, applied)| {
                 applied.message_id == *message_id
-                    && matches!(applied.change, Change::Received { .. })
+                    && matches!(
+                        applied.change,
+                        Change::Received {
+                            duplicate: false,
+                            ..
+                        }
+                    )
             });
         let Some((next_position, next)) = next else {
             continue;
         };
+        if facts.duplicated_before(message_id, next_position) {
+            // Delivered twice: the other copy's settlement may have returned it sooner.
+            continue;
+        }
         // The settlement's change, told from an extension of the heartbeat decided before the
         // handler ended and applied after it (unless the two have the same length).
         let extension = extension_seconds(run.workload.consumers[*consumer].visibility);
@@ -751,6 +810,16 @@ fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             if attempt.delivered && attempt.applied.contains(receipt) {
                 continue;
             }
+            // Once the queue is gone, or once another copy of the message is out (whose
+            // settlement may end this handle's hold), an extension may fail for good.
+            if run
+                .workload
+                .queue_deleted_at
+                .is_some_and(|deleted_at| attempt.at >= deleted_at)
+                || facts.duplicated_before(message_id, run.events[attempt.index].journal)
+            {
+                continue;
+            }
             let all = calls_of
                 .get(receipt.as_str())
                 .map_or(&[][..], Vec::as_slice);
@@ -945,7 +1014,8 @@ fn failed_as_it_may(run: &Run, consumer: usize, error: &str) -> bool {
                 _ => None,
             })
             .unwrap_or(false);
-    gave_up || open_failed
+    // A deleted queue's errors are checked by `queue_deletion_handled`.
+    gave_up || open_failed || run.workload.queue_deleted_at.is_some()
 }
 
 fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
@@ -1018,4 +1088,213 @@ fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             }
         }
     }
+}
+
+/// Each receipt handle whose handler ran is settled only as that handler said: what a
+/// duplicate delivery puts to the test, with two handles of one message held at once.
+fn each_handle_settled_as_its_handler_said(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    // Each handle's handler: who held it, and the events where it started and ended.
+    let mut started: HashMap<&String, usize> = HashMap::new();
+    let mut ended: HashMap<&String, (usize, End)> = HashMap::new();
+    for (index, stamped) in run.events.iter().enumerate() {
+        match &stamped.event {
+            Event::Started {
+                consumer,
+                message_id,
+                receive_count,
+            } => {
+                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
+                    started.entry(receipt).or_insert(index);
+                }
+            }
+            Event::Ended {
+                consumer,
+                message_id,
+                receive_count,
+                end,
+            } => {
+                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
+                    ended.insert(receipt, (index, *end));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut calls: Vec<&Call> = facts.calls.values().collect();
+    calls.sort_by_key(|call| call.index);
+    for call in calls {
+        if call.action == Action::Receive || call.action == Action::Open {
+            continue;
+        }
+        for (receipt, seconds) in &call.entries {
+            let Some(&start) = started.get(receipt) else {
+                continue;
+            };
+            if call.index < start {
+                continue;
+            }
+            let wrong = match ended.get(receipt) {
+                // Deleted while its handler still ran: some other settlement's.
+                None => call.action == Action::Delete,
+                Some(&(end_at, _)) if call.index < end_at => call.action == Action::Delete,
+                Some(&(_, end)) => match end {
+                    End::Retry | End::RetryAfter(_) | End::Fail => call.action == Action::Delete,
+                    // Returned (visibility 0) after an ack.
+                    End::Ack => call.action == Action::ChangeVisibility && *seconds == 0,
+                    End::Drop | End::Panic => false,
+                },
+            };
+            if wrong {
+                let what = match call.action {
+                    Action::Delete => "deleted".to_owned(),
+                    _ => format!("made visible in {seconds} s"),
+                };
+                let handler = ended.get(receipt).map_or_else(
+                    || "still running".to_owned(),
+                    |(_, end)| format!("ended {end:?}"),
+                );
+                violations.push(format!(
+                    "c{} {what} {receipt} at {:?}, whose handler {handler}",
+                    call.consumer, call.at
+                ));
+            }
+        }
+    }
+}
+
+/// In a run that deletes the queue: each consumer's `run` returns an error that names the
+/// queue in time, and its health says unhealthy; no handler running then is cut before its
+/// work is done; a settlement that failed says which queue.
+fn queue_deletion_handled(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    let workload = &run.workload;
+    let Some(deleted_at) = workload.queue_deleted_at else {
+        return;
+    };
+    let named = format!("`{}`", workload.queue);
+    for (consumer, stopped) in run.stopped.iter().enumerate() {
+        let plan = &workload.consumers[consumer];
+        let budget = plan.shutdown_timeout
+            + Duration::from_secs(1)
+            + call_chain(run, consumer) * 2
+            + plan.max_batch_wait * 2
+            + Duration::from_secs(1);
+        // While every place is held by a running handler no receive is made: the receives
+        // that find the queue gone start once the handlers end.
+        let busy_until = run
+            .events
+            .iter()
+            .filter(|stamped| stamped.at <= stopped.at)
+            .filter_map(|stamped| match &stamped.event {
+                Event::Ended { consumer: c, .. } if *c == consumer => Some(stamped.at),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_default();
+        // A handler still running when it stopped kept it busy to the end.
+        let mut running: HashSet<(&String, u32)> = HashSet::new();
+        for stamped in run.events.iter().filter(|stamped| stamped.at <= stopped.at) {
+            match &stamped.event {
+                Event::Started {
+                    consumer: c,
+                    message_id,
+                    receive_count,
+                } if *c == consumer => {
+                    running.insert((message_id, *receive_count));
+                }
+                Event::Ended {
+                    consumer: c,
+                    message_id,
+                    receive_count,
+                    ..
+                } if *c == consumer => {
+                    running.remove(&(message_id, *receive_count));
+                }
+                _ => {}
+            }
+        }
+        let busy_until = if running.is_empty() {
+            busy_until
+        } else {
+            stopped.at
+        };
+        let Some(by) = workload.give_up_by(consumer, busy_until, budget) else {
+            continue;
+        };
+        // Told to stop before it could have given up, it may return as a shutdown does.
+        let signalled = run.events.iter().any(|stamped| {
+            matches!(stamped.event, Event::ShutdownSignalled { consumer: c } if c == consumer)
+                && stamped.at < by
+        });
+        match &stopped.stats {
+            Some(Err(error)) if error.contains(&named) => {}
+            Some(Err(error)) => violations.push(format!(
+                "c{consumer} failed without naming the deleted queue {named}: {error}"
+            )),
+            Some(Ok(_)) if signalled => {}
+            Some(Ok(_)) => violations.push(format!(
+                "c{consumer} returned Ok at {:?} though its queue was deleted at {deleted_at:?}",
+                stopped.at
+            )),
+            None => {}
+        }
+        if stopped.at > by && !signalled {
+            violations.push(format!(
+                "c{consumer} returned at {:?}, after {by:?}: the queue was deleted at {deleted_at:?} and it gives up after {:?}",
+                stopped.at, plan.give_up_after
+            ));
+        }
+        if stopped.healthy == Some(true) && !signalled {
+            violations.push(format!(
+                "c{consumer}'s health said healthy once it stopped, its queue deleted"
+            ));
+        }
+        if plan.api == Api::Batches {
+            // A batch's handlers end together, at the longest one's end.
+            continue;
+        }
+        for stamped in &run.events {
+            let Event::Started {
+                consumer: c,
+                message_id,
+                receive_count,
+            } = &stamped.event
+            else {
+                continue;
+            };
+            if *c != consumer {
+                continue;
+            }
+            let ended = run.events.iter().any(|other| {
+                matches!(&other.event, Event::Ended { consumer: c, message_id: m, receive_count: n, .. }
+                    if *c == consumer && m == message_id && n == receive_count)
+            });
+            let Some((name, _)) = run.names.iter().find(|(_, id)| id == message_id) else {
+                continue;
+            };
+            let work = workload
+                .behaviour(name, *receive_count, plan.visibility)
+                .work;
+            if !ended && stamped.at + work <= stopped.at {
+                violations.push(format!(
+                    "c{consumer}'s handler of {message_id} #{receive_count}, started at {:?} for {work:?}, was cut: its consumer returned at {:?}",
+                    stamped.at, stopped.at
+                ));
+            }
+        }
+    }
+    for stamped in &run.events {
+        if let Event::SettleFailed {
+            consumer,
+            message_id,
+            receive_count,
+            error,
+        } = &stamped.event
+            && !error.contains(&named)
+        {
+            violations.push(format!(
+                "c{consumer}'s settlement of {message_id} #{receive_count} failed without naming the queue: {error}"
+            ));
+        }
+    }
+    let _ = facts;
 }

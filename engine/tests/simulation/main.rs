@@ -40,6 +40,7 @@ fn quiet_deliberate_panics() {
         let report = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if info.payload().downcast_ref::<&str>() != Some(&run::PANIC_MARKER) {
+                run::PANICS.with(|panics| panics.set(panics.get() + 1));
                 report(info);
             }
         }));
@@ -260,4 +261,9 @@ fn a_heartbeat_that_gives_up_after_one_failure_is_caught() {
 #[test]
 fn a_fifo_group_drained_into_the_dead_letter_queue_is_caught() {
     caught(Defect::FifoWaitsForTheDeadLettered);
+}
+
+#[test]
+fn a_duplicate_settled_with_its_other_delivery_s_handle_is_caught() {
+    caught(Defect::DuplicateSettledAsOriginal);
 }

@@ -106,6 +106,15 @@ pub enum Event {
         consumer: usize,
         detail: String,
     },
+    /// The queue was deleted: SQS refuses every call naming it from now on.
+    QueueDeleted,
+    /// A settlement through the pull API failed, with this error and its sources.
+    SettleFailed {
+        consumer: usize,
+        message_id: String,
+        receive_count: u32,
+        error: String,
+    },
 }
 
 /// An event, with when it happened.

@@ -23,9 +23,11 @@ pub const PANIC_MARKER: &str = "simulated handler panic";
 pub struct Stopped {
     /// When `run` returned, since the run began.
     pub at: Duration,
-    /// The engine's counters, or why it failed; none through the broker, which has no
-    /// counters of its own to compare.
+    /// The engine's counters, or why it failed (the error and its sources); none through the
+    /// broker, which has no counters of its own to compare.
     pub stats: Option<Result<Stats, String>>,
+    /// Whether the engine's health said healthy once `run` returned; none through the broker.
+    pub healthy: Option<bool>,
 }
 
 /// Everything a run leaves behind, for the invariants and the trace.
@@ -40,6 +42,16 @@ pub struct Run {
     pub remaining: Vec<String>,
     pub dead_lettered: Vec<String>,
     pub stopped: Vec<Stopped>,
+    /// Each message's name (its body without the padding) by its message id.
+    pub names: Vec<(String, String)>,
+    /// The panics during the run other than the handlers' deliberate ones.
+    pub panics: usize,
+}
+
+thread_local! {
+    /// The panics on this thread other than the handlers' deliberate ones, as the panic hook
+    /// counts them (see `quiet_deliberate_panics`).
+    pub static PANICS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Runs `seed`, with `defect` switched on in the engine.
@@ -52,12 +64,27 @@ pub fn run(seed: u64, defect: Option<Defect>) -> Run {
         .start_paused(true)
         .build()
         .expect("a current-thread runtime");
-    runtime.block_on(simulate(workload))
+    let panics = PANICS.with(std::cell::Cell::get);
+    let mut run = runtime.block_on(simulate(workload));
+    drop(runtime);
+    run.panics = PANICS.with(std::cell::Cell::get) - panics;
+    run
 }
 
 async fn simulate(workload: Workload) -> Run {
     let sqs = InProcessSqs::journaled();
+    if let Some(chance) = workload.duplicates {
+        sqs.duplicate_deliveries(chance, workload.seed.wrapping_mul(41).wrapping_add(13));
+    }
     let record = Record::new(sqs.clone());
+    if let Some(at) = workload.queue_deleted_at {
+        let (sqs, record, queue) = (sqs.clone(), record.clone(), workload.queue.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep_until(record.start() + at).await;
+            sqs.delete_queue(&queue);
+            record.push(Event::QueueDeleted);
+        });
+    }
     let workload = Arc::new(workload);
     let ids = Arc::new(Mutex::new(Vec::new()));
     tokio::spawn(send_all(
@@ -106,6 +133,8 @@ async fn simulate(workload: Workload) -> Run {
         remaining,
         dead_lettered,
         stopped,
+        names: ids,
+        panics: 0,
     }
 }
 
@@ -126,8 +155,12 @@ async fn send_all(
             deduplication_id: message.group.as_ref().map(|_| message.body.clone()),
             group_id: message.group.clone(),
         };
-        let id = sqs.send_entry(&workload.queue, &entry).expect("sent");
-        ids.lock().expect("ids").push((message.body, id));
+        match sqs.send_entry(&workload.queue, &entry) {
+            Ok(id) => ids.lock().expect("ids").push((message.body, id)),
+            // The queue is gone: what was to be sent to it never is.
+            Err(_) if workload.queue_deleted_at.is_some() => {}
+            Err(error) => panic!("sending {}: {error}", message.body),
+        }
     }
 }
 
@@ -187,6 +220,7 @@ async fn consume(
     }
     let engine = builder.build().expect("the drawn settings are valid");
     *stats.lock().expect("stats") = Some(engine.stats());
+    let health = engine.health();
     let shutdown = {
         let record = record.clone();
         let until = shutdown_moment(&record, &workload, &plan, sqs_now);
@@ -196,17 +230,17 @@ async fn consume(
         }
     };
     let result = match plan.api {
-        Api::Handler => {
-            engine
-                .run(handler(consumer, &record, &workload, &plan), shutdown)
-                .await
-        }
-        Api::Batches => {
-            engine
-                .run_batches(batch_handler(consumer, &record, &workload, &plan), shutdown)
-                .await
-        }
-        Api::Pull => pull(consumer, engine, &record, &workload, &plan, shutdown).await,
+        Api::Handler => engine
+            .run(handler(consumer, &record, &workload, &plan), shutdown)
+            .await
+            .map_err(|error| with_sources(&error)),
+        Api::Batches => engine
+            .run_batches(batch_handler(consumer, &record, &workload, &plan), shutdown)
+            .await
+            .map_err(|error| with_sources(&error)),
+        Api::Pull => pull(consumer, engine, &record, &workload, &plan, shutdown)
+            .await
+            .map_err(|error| with_sources(&*error)),
     };
     let at = record.elapsed();
     let detail = match &result {
@@ -226,8 +260,21 @@ async fn consume(
     record.push(Event::Stopped { consumer, detail });
     Stopped {
         at,
-        stats: Some(result.map_err(|error| error.to_string())),
+        stats: Some(result),
+        healthy: Some(health.snapshot().is_healthy()),
     }
+}
+
+/// `error` and each of its sources, joined by `: `.
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// When a consumer is told to shut down: at its planned moment; in a liveness run, once every
@@ -372,7 +419,7 @@ async fn pull(
     workload: &Arc<Workload>,
     plan: &ConsumerPlan,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Stats, sqs_engine::Error> {
+) -> Result<Stats, Box<dyn std::error::Error>> {
     let stats = engine.stats();
     let mut pulled = engine.consumer().await?;
     let handle = pulled.handle();
@@ -399,8 +446,16 @@ async fn pull(
         tasks.spawn(async move {
             let message = delivery.message();
             let end = handle_message(consumer, &record, &workload, visibility, message).await;
-            if end != End::Panic {
-                let _ = delivery.settle(outcome(end)).await;
+            let (message_id, receive_count) = (message.id().to_owned(), message.receive_count());
+            if end != End::Panic
+                && let Err(error) = delivery.settle(outcome(end)).await
+            {
+                record.push(Event::SettleFailed {
+                    consumer,
+                    message_id,
+                    receive_count,
+                    error: with_sources(&error),
+                });
             }
             drop(permit);
         });
@@ -412,8 +467,32 @@ async fn pull(
     tasks.abort_all();
     drop(pulled);
     handle.shutdown().await;
+    // The pull API has no `run` to return the engine's giving up: its deliveries end, and its
+    // health says why.
+    let health = handle.health().snapshot();
+    if health.gave_up {
+        let failure = health
+            .permanent_failure
+            .map_or_else(|| "no failure kept".to_owned(), |error| error.to_string());
+        return Err(Box::new(PullError(format!(
+            "the consumer of queue `{}` gave up, its health says: {failure}",
+            health.queue
+        ))));
+    }
     Ok(stats.snapshot())
 }
+
+/// Why a consumer on the pull API stopped receiving, as its health tells.
+#[derive(Debug)]
+struct PullError(String);
+
+impl std::fmt::Display for PullError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PullError {}
 
 /// [`handle`] for a delivered message.
 async fn handle_message(

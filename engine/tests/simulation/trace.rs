@@ -67,7 +67,15 @@ fn describe_change(change: &Change) -> String {
             receipt_handle,
             receive_count,
             visibility,
-        } => format!("received #{receive_count} as {receipt_handle}, hidden {visibility}s"),
+            duplicate,
+        } => {
+            let again = if *duplicate {
+                " (a duplicate: handed out again in flight)"
+            } else {
+                ""
+            };
+            format!("received #{receive_count} as {receipt_handle}, hidden {visibility}s{again}")
+        }
         Change::Deleted {
             receipt_handle,
             removed,
@@ -77,6 +85,7 @@ fn describe_change(change: &Change) -> String {
             seconds,
         } => format!("visibility {seconds}s by {receipt_handle}"),
         Change::DeadLettered { dead_letter } => format!("moved to {dead_letter}"),
+        Change::QueueDeleted => "gone with its queue".to_owned(),
         other => format!("{other:?}"),
     }
 }
@@ -142,6 +151,13 @@ fn describe(event: &Event) -> String {
             applied.0, applied.1
         ),
         Event::Stopped { consumer, detail } => format!("c{consumer} stopped: {detail}"),
+        Event::QueueDeleted => "the queue was deleted".to_owned(),
+        Event::SettleFailed {
+            consumer,
+            message_id,
+            receive_count,
+            error,
+        } => format!("c{consumer} settlement of {message_id} #{receive_count} failed: {error}"),
     }
 }
 

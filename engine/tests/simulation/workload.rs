@@ -31,6 +31,14 @@ pub struct Workload {
     pub liveness: Option<Liveness>,
     /// The bytes of each body as sent: its name padded with dots (0: the name alone).
     pub body_size: usize,
+    /// On a standard queue, the chance that a receive hands a message in flight out again (a
+    /// duplicate delivery, as SQS's at-least-once delivery may).
+    pub duplicates: Option<f64>,
+    /// When the queue is deleted, in a run that deletes it. Such a run has no outage and no
+    /// liveness check, runs no consumer through the broker, and signals none of its consumers
+    /// to stop before the deletion and its `give_up_after` have passed (see
+    /// [`Workload::give_up_by`]).
+    pub queue_deleted_at: Option<Duration>,
 }
 
 /// A run that checks liveness: faults (and outages) stop at `faults_until`, no consumer stops
@@ -42,6 +50,10 @@ pub struct Liveness {
     pub faults_until: Duration,
     pub settle_by: Duration,
 }
+
+/// The longest the engine's receivers back off between failed receives: after the
+/// `give_up_after` of a deleted queue, the receive that gives up may come this much later.
+pub const GIVE_UP_SLACK: Duration = Duration::from_secs(10);
 
 /// The receives of a message after which a liveness run's handler acks it.
 pub const LIVE_FAILURES: u32 = 3;
@@ -322,6 +334,22 @@ impl Workload {
                 plan.give_up_after = plan.give_up_after.max(Duration::from_secs(600));
             }
         }
+        // Drawn from a generator of their own, so that the draws above stay what they were.
+        let mut later = fastrand::Rng::with_seed(mix(seed, "duplicates and deletion", 0));
+        let duplicates = (!fifo && later.u8(..5) == 0).then(|| later.f64() * 0.3 + 0.02);
+        let queue_deleted_at =
+            (later.u8(..25) == 0).then(|| Duration::from_millis(later.u64(1_000..=120_000)));
+        let mut liveness = liveness;
+        let mut outage = outage;
+        if let Some(deleted_at) = queue_deleted_at {
+            liveness = None;
+            outage = None;
+            for plan in &mut consumers {
+                plan.broker = false;
+                let give_up_by = deleted_at + plan.give_up_after + GIVE_UP_SLACK;
+                plan.shutdown_at = plan.shutdown_at.max(give_up_by + Duration::from_secs(60));
+            }
+        }
         Self {
             seed,
             fifo,
@@ -336,7 +364,31 @@ impl Workload {
             outage,
             liveness,
             body_size,
+            duplicates,
+            queue_deleted_at,
         }
+    }
+
+    /// By when consumer `consumer`'s `run` must have returned in a run that deletes the queue
+    /// (since the run began), when its handlers were busy until `busy_until`: its receives
+    /// fail from the deletion on, or from when a handler's end makes room for one, and it
+    /// gives up once they have failed for its `give_up_after`; then the receive's longest
+    /// backoff, a call timeout, and its shutdown's budget (`shutdown_budget`).
+    pub fn give_up_by(
+        &self,
+        consumer: usize,
+        busy_until: Duration,
+        shutdown_budget: Duration,
+    ) -> Option<Duration> {
+        let deleted_at = self.queue_deleted_at?;
+        let plan = &self.consumers[consumer];
+        Some(
+            deleted_at.max(busy_until)
+                + plan.give_up_after
+                + GIVE_UP_SLACK
+                + self.call_timeout
+                + shutdown_budget,
+        )
     }
 
     /// The body sent for a planned message's `name`.

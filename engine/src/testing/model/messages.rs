@@ -81,6 +81,10 @@ struct Stored<M> {
     /// When its latest receive was: a visibility change may not hide it past
     /// [`MAX_VISIBILITY`] from then.
     received_at: Option<Instant>,
+    /// The receive counts of earlier receives that still name it, because it was handed out
+    /// again while they held it (a standard queue's duplicate delivery), until its next
+    /// receive from visible.
+    duplicated: Vec<u32>,
     /// Where it stands.
     visibility: Visibility,
 }
@@ -123,6 +127,9 @@ pub struct Message<'a, M> {
     pub receive_count: u32,
     /// Where it stands, as of the last call that released what was due.
     pub standing: Standing,
+    /// The receive counts of its earlier receives that still name it: it was handed out again
+    /// while they held it (see [`Messages::hand_out_again`]).
+    pub duplicated: &'a [u32],
 }
 
 /// A message a receive moved out of its queue by the redrive policy, for the front to store
@@ -272,6 +279,7 @@ impl<M: Clone> Messages<M> {
                 receive_count: message.receive_count,
                 first_receive_millis: message.first_receive_millis,
                 received_at: None,
+                duplicated: Vec::new(),
                 visibility,
             },
         );
@@ -380,6 +388,7 @@ impl<M: Clone> Messages<M> {
         stored.receive_count = stored.receive_count.saturating_add(1);
         let first_receive_millis = *stored.first_receive_millis.get_or_insert(now_millis);
         stored.received_at = Some(now);
+        stored.duplicated.clear();
         stored.visibility = Visibility::InFlight(deadline);
         out.push(Received {
             data: stored.data.clone(),
@@ -397,6 +406,57 @@ impl<M: Clone> Messages<M> {
         self.counts.visible -= 1;
         self.counts.in_flight += 1;
         Outcome::HandedOut
+    }
+
+    /// The sequence numbers of the messages in flight, soonest deadline first, as of the last
+    /// call that released what was due (it visits every message in flight or delayed).
+    pub fn in_flight_seqs(&self) -> Vec<u64> {
+        self.deadlines
+            .iter()
+            .filter(|(deadline, seq)| {
+                self.messages
+                    .get(seq)
+                    .is_some_and(|stored| stored.visibility == Visibility::InFlight(*deadline))
+            })
+            .map(|(_, seq)| *seq)
+            .collect()
+    }
+
+    /// Hands message `seq`, in flight, out again on a standard queue, as SQS's at-least-once
+    /// delivery may: a new receive (its count one more), while the receives that hold it keep
+    /// naming it, so that any of them deletes it or changes its visibility. It stays hidden
+    /// until `deadline` or its current deadline, whichever is later. `None` on a FIFO queue
+    /// (which delivers exactly once) or when the message is not in flight.
+    pub fn hand_out_again(
+        &mut self,
+        seq: u64,
+        now: Instant,
+        deadline: Instant,
+        now_millis: u64,
+    ) -> Option<Received<M>> {
+        if self.groups.is_some() {
+            return None;
+        }
+        let stored = self.messages.get_mut(&seq)?;
+        let Visibility::InFlight(old) = stored.visibility else {
+            return None;
+        };
+        let previous = stored.receive_count;
+        stored.duplicated.push(previous);
+        stored.receive_count = previous.saturating_add(1);
+        stored.received_at = Some(now);
+        let first_receive_millis = *stored.first_receive_millis.get_or_insert(now_millis);
+        let deadline = deadline.max(old);
+        stored.visibility = Visibility::InFlight(deadline);
+        let received = Received {
+            data: stored.data.clone(),
+            seq,
+            receive_count: stored.receive_count,
+            first_receive_millis,
+        };
+        self.deadlines.remove(&(old, seq));
+        self.deadlines.insert((deadline, seq));
+        Some(received)
     }
 
     /// The messages receives moved out by the redrive policy since the last call, oldest
@@ -490,28 +550,28 @@ impl<M: Clone> Messages<M> {
         }
     }
 
-    /// Deletes message `seq` when `receive_count` names its latest receive: what the front
-    /// kept of it. `None` for a stale receive (the message was received again since, or is
-    /// gone), which deletes nothing.
+    /// Deletes message `seq` when `receive_count` names its latest receive (or one that holds
+    /// a duplicate of it): what the front kept of it. `None` for a stale receive (the message
+    /// was received again since, or is gone), which deletes nothing.
     pub fn delete(&mut self, seq: u64, receive_count: u32) -> Option<M> {
         match self.messages.get(&seq) {
-            Some(stored) if stored.receive_count == receive_count && receive_count > 0 => {
+            Some(stored) if stored.names(receive_count) => {
                 self.remove(seq).map(|stored| stored.data)
             }
             _ => None,
         }
     }
 
-    /// Whether `receive_count` names the latest receive of message `seq` and the message is
-    /// still in flight from it, as of the last call that released what was due.
+    /// Whether `receive_count` names the latest receive of message `seq` (or one it was handed
+    /// out again after) and the message is still in flight from it, as of the last call that released what was due.
     pub fn in_flight(&self, seq: u64, receive_count: u32) -> bool {
         self.messages.get(&seq).is_some_and(|stored| {
-            stored.receive_count == receive_count
-                && matches!(stored.visibility, Visibility::InFlight(_))
+            stored.names(receive_count) && matches!(stored.visibility, Visibility::InFlight(_))
         })
     }
 
-    /// Makes message `seq` (its receive `receive_count`, the latest) visible `timeout` after
+    /// Makes message `seq` (its receive `receive_count`, the latest or one it was handed out
+    /// again after) visible `timeout` after
     /// `now`; whether that is sooner than it was going to be.
     ///
     /// # Errors
@@ -528,7 +588,7 @@ impl<M: Clone> Messages<M> {
     ) -> Result<bool, ModelError> {
         self.release_due(now);
         let stored = match self.messages.get_mut(&seq) {
-            Some(stored) if stored.receive_count == receive_count && receive_count > 0 => stored,
+            Some(stored) if stored.names(receive_count) => stored,
             _ => {
                 return Err(ModelError::new(
                     ErrorKind::ReceiptHandleIsInvalid,
@@ -616,12 +676,22 @@ impl<M: Clone> Messages<M> {
     }
 }
 
+impl<M> Stored<M> {
+    /// Whether `receive_count` names a receive that holds the message: its latest, or one it
+    /// was handed out again after.
+    fn names(&self, receive_count: u32) -> bool {
+        receive_count > 0
+            && (self.receive_count == receive_count || self.duplicated.contains(&receive_count))
+    }
+}
+
 /// `stored`, message `seq`, as a front looks at it.
 fn view<M>(seq: u64, stored: &Stored<M>) -> Message<'_, M> {
     Message {
         seq,
         data: &stored.data,
         receive_count: stored.receive_count,
+        duplicated: &stored.duplicated,
         standing: match stored.visibility {
             Visibility::Visible => Standing::Visible,
             Visibility::InFlight(_) => Standing::InFlight,
