@@ -488,8 +488,16 @@ impl ConnectedBroker for ConnectedSqsBroker {
     type Error = SqsError;
     type Closed = ();
 
-    /// Refuses new publishes and settlements, sends every publish and settlement already
-    /// made and waits for SQS's answers, then stops every subscription's tasks.
+    /// Refuses new publishes and subscriptions, sends every publish already made and waits
+    /// for SQS's answers, and stops every subscription's receivers. A subscription's
+    /// settlement and heartbeat stay open until its subscriber is dropped and each delivery
+    /// it handed out is settled or dropped, whatever the order: a handler still running acks
+    /// through it, and the messages a subscriber received but did not hand out go back at
+    /// once (visibility 0) when it is dropped. Then every settlement is sent and answered,
+    /// and this returns.
+    ///
+    /// It waits for those subscribers and deliveries, so the task awaiting it must not be
+    /// the one holding them.
     async fn shutdown(self) -> Result<(), SqsError> {
         self.core.closed.store(true, Ordering::Release);
         self.core.publishing.drain().await;
@@ -500,7 +508,7 @@ impl ConnectedBroker for ConnectedSqsBroker {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        futures::future::join_all(consumers.iter().map(ConsumerHandle::shutdown)).await;
+        futures::future::join_all(consumers.iter().map(ConsumerHandle::release)).await;
         info!("sqs broker shut down");
         Ok(())
     }

@@ -47,7 +47,6 @@ pub struct SqsMessage {
     headers: HeaderMap,
     /// Why the broker could not read the body, when it could not.
     decode_error: Option<CodecError>,
-    core: Arc<Core>,
     /// In process, the harness's count of this delivery, released once it is done with.
     #[cfg(feature = "testing")]
     counted: Option<crate::testing::Counted>,
@@ -63,7 +62,7 @@ impl std::fmt::Debug for SqsMessage {
 }
 
 impl SqsMessage {
-    pub(crate) fn new(delivery: Delivery, core: Arc<Core>) -> Self {
+    pub(crate) fn new(delivery: Delivery, core: &Core) -> Self {
         let queue = Arc::clone(&delivery.queue().name);
         let (message, ticket) = delivery.into_parts();
         let (payload, mut headers, corrupt) = read(
@@ -92,6 +91,9 @@ impl SqsMessage {
             RECEIVE_COUNT_HEADER,
             Bytes::from(message.receive_count().to_string().into_bytes()),
         );
+        // Only the test harness's in-process SQS counts deliveries.
+        #[cfg(not(feature = "testing"))]
+        let _ = core;
         #[cfg(feature = "testing")]
         let counted = core
             .in_process
@@ -102,7 +104,6 @@ impl SqsMessage {
             payload,
             headers,
             decode_error,
-            core,
             #[cfg(feature = "testing")]
             counted,
         }
@@ -118,16 +119,15 @@ impl SqsMessage {
         // In process, the delivery counts until SQS answered its settlement.
         #[cfg(feature = "testing")]
         let counted = self.counted;
-        let settlement = (!self.core.is_closed()).then(|| self.ticket.settle(outcome));
+        // The delivery holds its queue's settlement open, so the entry is sent even while the
+        // broker shuts down.
+        let settlement = self.ticket.settle(outcome);
         async move {
             #[cfg(feature = "testing")]
             let _counted = counted;
-            match settlement {
-                Some(settlement) => settlement
-                    .await
-                    .map_err(|error| AckError::Broker(Box::new(error))),
-                None => Err(AckError::Broker(Box::new(SqsError::NotConnected))),
-            }
+            settlement
+                .await
+                .map_err(|error| AckError::Broker(Box::new(error)))
         }
     }
 }

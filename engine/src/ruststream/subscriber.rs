@@ -90,7 +90,7 @@ impl SqsSubscriber {
         Some(
             batch
                 .into_iter()
-                .map(|delivery| SqsMessage::new(delivery, Arc::clone(core)))
+                .map(|delivery| SqsMessage::new(delivery, core))
                 .collect(),
         )
     }
@@ -106,7 +106,7 @@ impl Subscriber for SqsSubscriber {
     fn stream(&mut self) -> impl Stream<Item = Result<SqsMessage, SqsError>> + Send + '_ {
         futures::stream::unfold(self, |this| async move {
             let delivery = this.consumer.recv().await?;
-            let message = SqsMessage::new(delivery, Arc::clone(&this.core));
+            let message = SqsMessage::new(delivery, &this.core);
             Some((Ok(message), this))
         })
     }

@@ -8,6 +8,7 @@
 
 pub(crate) mod coalescer;
 pub(crate) mod heartbeat;
+pub(crate) mod hold;
 pub(crate) mod plan;
 pub(crate) mod state;
 pub(crate) mod visibility;
@@ -83,6 +84,8 @@ pub(crate) struct Settler {
     /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
     /// look again.
     sent: Notify,
+    /// What keeps the settlement open: the last hold released drains it.
+    pub(crate) holds: Arc<hold::Holds>,
 }
 
 /// What a queue's settlement needs to know.
@@ -119,6 +122,7 @@ impl Settler {
             )),
             wake: Notify::new(),
             sent: Notify::new(),
+            holds: Arc::default(),
         }
     }
 
