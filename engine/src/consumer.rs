@@ -376,7 +376,8 @@ impl ConsumerHandle {
     ///
     /// Dropping the future leaves the shutdown half done; calling it again finishes it.
     pub async fn shutdown(&self) {
-        self.stop(true).await;
+        self.stop_and_let_go(true).await;
+        self.stopped().await;
     }
 
     /// Stops receiving, waits for the receivers, and lets go of the settlement: it stays open,
@@ -387,19 +388,28 @@ impl ConsumerHandle {
     ///
     /// Unlike [`shutdown`](Self::shutdown), it asks no order of its caller; it does wait for
     /// whoever holds a delivery or the consumer, so the task that awaits it must not be the
-    /// one holding them.
+    /// one holding them (or must bound the wait: the settlement stays open all the same).
     ///
     /// # Cancel safety
     ///
     /// Once the receivers are done, dropping the future lets go all the same; calling it again
     /// waits for the rest.
     pub async fn release(&self) {
-        self.stop(false).await;
+        self.stop_and_let_go(false).await;
+        self.stopped().await;
     }
 
-    /// Stops the receivers, lets go of the owner's hold, drains the settlement now when
-    /// `drain_now` (else once the last hold goes), and waits for it.
-    async fn stop(&self, drain_now: bool) {
+    /// As [`release`](Self::release), waiting at most `grace` for the holders once the
+    /// receivers are done. Returns whether the settlement stopped within it; if not, it stays
+    /// open until the last holder goes.
+    pub(crate) async fn release_within(&self, grace: std::time::Duration) -> bool {
+        self.stop_and_let_go(false).await;
+        tokio::time::timeout(grace, self.stopped()).await.is_ok()
+    }
+
+    /// Stops the receivers, and lets go of the owner's hold once they are done; drains the
+    /// settlement now when `drain_now` (else once the last hold goes).
+    async fn stop_and_let_go(&self, drain_now: bool) {
         let inner = &self.inner;
         inner.queue.health.draining();
         inner.stop_receiving.cancel();
@@ -415,6 +425,11 @@ impl ConsumerHandle {
         if drain_now {
             inner.drain.cancel();
         }
+    }
+
+    /// Waits for the settlement to send and answer everything and stop.
+    async fn stopped(&self) {
+        let inner = &self.inner;
         inner.settle_tasks.close();
         inner.settle_tasks.wait().await;
         inner.queue.health.stopped();

@@ -632,15 +632,11 @@ async fn a_subscriber_dropped_after_the_broker_shut_down_returns_what_it_had_not
     drop(subscriber);
     tokio::time::timeout(Duration::from_secs(30), shutting_down)
         .await
-        .expect("the shutdown ends once the subscriber is dropped")
+        .expect("the shutdown ends")
         .expect("the shutdown ran")
         .expect("shutdown");
-    let client = support::client().await;
-    assert_eq!(
-        support::counts(&client, &url).await,
-        (9, 0),
-        "the nine not handed out are visible again at once"
-    );
+    // Within 20 s of a 60 s visibility timeout: only a return makes them visible.
+    until_counts(&url, (9, 0)).await;
 }
 
 /// Whether [`hold_until_released`] may settle what it holds.
@@ -721,14 +717,11 @@ async fn an_app_dropped_before_its_broker_shuts_down_has_every_ack_applied() {
     RELEASED.store(true, std::sync::atomic::Ordering::Release);
     tokio::time::timeout(Duration::from_secs(30), shutting_down)
         .await
-        .expect("the shutdown ends once the handlers are done")
+        .expect("the shutdown ends")
         .expect("the shutdown ran")
         .expect("shutdown");
-    assert_eq!(
-        support::counts(&client, &url).await,
-        (0, 0),
-        "every message the service held was acked and deleted"
-    );
+    // Every message the service held is acked and deleted.
+    until_counts(&url, (0, 0)).await;
     let mut handed = HANDED
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

@@ -271,6 +271,11 @@ impl Broker for SqsBroker {
     }
 }
 
+/// How long a shutdown waits, once the receivers stopped, for the subscribers and deliveries
+/// still held: handlers finishing, subscribers being dropped. Short, because the framework's
+/// own shutdown has already waited for its handlers by then.
+const SETTLEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What the connected broker, its publishers and its deliveries share.
 pub(crate) struct Core {
     api: Arc<dyn SqsApi>,
@@ -496,8 +501,10 @@ impl ConnectedBroker for ConnectedSqsBroker {
     /// once (visibility 0) when it is dropped. Then every settlement is sent and answered,
     /// and this returns.
     ///
-    /// It waits for those subscribers and deliveries, so the task awaiting it must not be
-    /// the one holding them.
+    /// It waits for those subscribers and deliveries for a grace of three seconds after the
+    /// receivers stopped, then returns; a subscription still held then keeps its settlement
+    /// open until its last holder goes, so a settlement made later still takes effect while
+    /// the broker's runtime runs.
     async fn shutdown(self) -> Result<(), SqsError> {
         self.core.closed.store(true, Ordering::Release);
         self.core.publishing.drain().await;
@@ -508,7 +515,12 @@ impl ConnectedBroker for ConnectedSqsBroker {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        futures::future::join_all(consumers.iter().map(ConsumerHandle::release)).await;
+        futures::future::join_all(
+            consumers
+                .iter()
+                .map(|consumer| consumer.release_within(SETTLEMENT_GRACE)),
+        )
+        .await;
         info!("sqs broker shut down");
         Ok(())
     }
