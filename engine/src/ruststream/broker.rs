@@ -298,6 +298,9 @@ pub(crate) struct Core {
     /// The in-process SQS the broker runs on, when the test harness connected it.
     #[cfg(feature = "testing")]
     pub(crate) in_process: Option<crate::testing::InProcessSqs>,
+    /// In process, the subscriptions' watches, ended by the shutdown (see [`Core::watch`]).
+    #[cfg(feature = "testing")]
+    watches: Mutex<Vec<std::sync::Weak<Mutex<Option<crate::testing::Watch>>>>>,
 }
 
 impl Core {
@@ -322,6 +325,32 @@ impl Core {
             dedup_seq: AtomicU64::new(0),
             #[cfg(feature = "testing")]
             in_process: None,
+            #[cfg(feature = "testing")]
+            watches: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// In process, watches `queue` for a subscription: until the subscriber is dropped or the
+    /// broker shut down, whichever comes first. A subscription whose receivers the shutdown
+    /// stopped no longer receives, as on SQS: the queue's next subscription (on a new
+    /// connection) gets its messages, a delivery requeued after the shutdown included.
+    #[cfg(feature = "testing")]
+    fn watch(&self, queue: &str) -> Option<Arc<Mutex<Option<crate::testing::Watch>>>> {
+        let watch = Arc::new(Mutex::new(Some(self.in_process.as_ref()?.watch(queue))));
+        self.watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&watch));
+        Some(watch)
+    }
+
+    /// In process, ends the watches of the subscriptions still held.
+    #[cfg(feature = "testing")]
+    fn end_watches(&self) {
+        let watches =
+            std::mem::take(&mut *self.watches.lock().unwrap_or_else(PoisonError::into_inner));
+        for watch in watches.iter().filter_map(std::sync::Weak::upgrade) {
+            drop(watch.lock().unwrap_or_else(PoisonError::into_inner).take());
         }
     }
 
@@ -422,15 +451,19 @@ impl ConnectedSqsBroker {
         // In process, the queue is watched before its receivers start, so that nothing they
         // receive escapes the harness's count, and the subscription receives as itself.
         #[cfg(feature = "testing")]
-        let watch = self
-            .core
-            .in_process
-            .as_ref()
-            .map(|sqs| sqs.watch(&queue_name(&queue.queue)));
+        let watch = self.core.watch(&queue_name(&queue.queue));
         let builder = Engine::builder();
         #[cfg(feature = "testing")]
-        let builder = match &watch {
-            Some(watch) => builder.api(watch.reader()),
+        let builder = match watch.as_ref().and_then(|watch| {
+            Some(
+                watch
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()?
+                    .reader(),
+            )
+        }) {
+            Some(reader) => builder.api(reader),
             None => builder,
         };
         #[cfg(not(feature = "testing"))]
@@ -521,6 +554,9 @@ impl ConnectedBroker for ConnectedSqsBroker {
                 .map(|consumer| consumer.release_within(SETTLEMENT_GRACE)),
         )
         .await;
+        // The subscriptions no longer receive: in process, nor do they hold the queue.
+        #[cfg(feature = "testing")]
+        self.core.end_watches();
         info!("sqs broker shut down");
         Ok(())
     }
