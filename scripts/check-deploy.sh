@@ -3,11 +3,14 @@
 #   - hadolint on deploy/Dockerfile (every rule, down to style);
 #   - kubernetes-validate, strict, on the Kubernetes manifests (Kubernetes $K8S_VERSION);
 #   - the JSON schemas in deploy/schemas for KEDA's and the Prometheus operator's resources
-#     and for the IAM policies, and the settings the files share (scripts/check_deploy.py).
+#     and for the IAM policies, and the settings the files share (scripts/check_deploy.py),
+#     the grace period against `service --shutdown-budget` (built with cargo);
+#   - a self-test: modified copies of the manifests must be refused
+#     (scripts/check_deploy_selftest.py).
 #
 # The tools live in a venv made with the machine's python3 from the pinned list
 # scripts/check-deploy-requirements.txt, cached under ${SQS_ENGINE_CACHE:-~/.cache/sqs-engine}
-# (made again when the list changes). No Docker and no cluster are needed.
+# (made again when the list changes). No Docker and no cluster are needed; cargo is.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,3 +33,6 @@ echo "hadolint $("$venv/bin/hadolint" --version | awk '{print $NF}'): deploy/Doc
 "$venv/bin/hadolint" --no-color --failure-threshold style deploy/Dockerfile
 
 "$venv/bin/python" scripts/check_deploy.py --kubernetes-version "$K8S_VERSION"
+
+# The checks themselves can fail: modified copies of the manifests must be refused.
+"$venv/bin/python" scripts/check_deploy_selftest.py

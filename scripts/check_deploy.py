@@ -5,14 +5,23 @@
 - KEDA's ScaledObject and TriggerAuthentication and the Prometheus operator's PodMonitor, which
   kubernetes-validate does not know: the JSON schemas in deploy/schemas.
 - The IAM policies in deploy/iam: deploy/schemas/iam-sqs-policy.schema.json.
-- The settings the files share: the ScaledObject's queueLength is what one instance holds
-  (SQS_ENGINE_MAX_HELD, which must cover workers + prefetch), the grace period outlasts the shutdown, the names and labels meet.
+- The settings the files share: the ScaledObject's queueLength and Prometheus threshold are
+  what one instance holds (SQS_ENGINE_MAX_HELD, which must cover workers + prefetch), its queue
+  trigger leaves the in-flight count (parked messages) to the engine's own gauge, the names and
+  labels meet.
+- The grace period outlasts the shutdown's worst case, which the service itself states: the
+  `service` example, built with cargo and run with the Deployment's SQS_ENGINE_* variables and
+  --shutdown-budget, prints it from those settings and the engine's defaults; the grace period
+  must cover it plus MARGIN_SECS.
 
 A kind known to neither is a finding too. Prints every finding; exits 1 when there is any.
 """
 
 import argparse
 import json
+import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,10 +41,10 @@ CUSTOM = {
 }
 IAM_SCHEMA = "iam-sqs-policy.schema.json"
 
-# What the shutdown needs besides the handlers' time: a long poll under way gets up to 1 s,
-# and the flush at least one call's timeout (10 s).
-RECEIVERS_STOP_SECS = 1
-FLUSH_ALLOWANCE_SECS = 10
+# Beyond the service's own worst case: the process's exit, and the kubelet's SIGTERM reaching it.
+MARGIN_SECS = 5
+# The engine's gauge of the messages one instance holds, which the Prometheus trigger sums.
+HELD_GAUGE = "sqs_engine_messages_in_flight"
 
 
 def validator(name):
@@ -119,6 +128,51 @@ def one(documents, kind, findings):
     return found[0]
 
 
+def shutdown_budget(env):
+    """The service's worst-case shutdown, as `service --shutdown-budget` states it when run with
+    the Deployment's variables `env` (and no other SQS_ENGINE_* variable). Builds the example
+    with cargo first (a no-op when it is up to date). Raises RuntimeError when either fails."""
+    build = subprocess.run(
+        ["cargo", "build", "--workspace", "--locked", "--example", "service", "--message-format=json"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    if build.returncode != 0:
+        raise RuntimeError(f"cargo build --example service failed:\n{build.stderr}")
+    binary = None
+    for line in build.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("reason") == "compiler-artifact" and message["target"]["name"] == "service":
+            binary = message.get("executable") or binary
+    if binary is None:
+        raise RuntimeError("cargo built no `service` executable")
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("SQS_ENGINE_")}
+    clean.update({key: str(value) for key, value in env.items() if key and value is not None})
+    run = subprocess.run([binary, "--shutdown-budget"], env=clean, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"service --shutdown-budget failed: {run.stderr.strip()}")
+    return json.loads(run.stdout)
+
+
+def container_env(deployment):
+    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    if len(containers) != 1:
+        return None
+    return {var.get("name"): var.get("value") for var in containers[0].get("env", [])}
+
+
+def check_grace(deployment, budget, findings):
+    """The Deployment's grace period covers `budget` (from shutdown_budget) and the margin."""
+    grace = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("terminationGracePeriodSeconds")
+    least = math.ceil(budget["total_secs"] + MARGIN_SECS)
+    if not isinstance(grace, int) or isinstance(grace, bool) or grace < least:
+        findings.append(
+            f"Deployment: terminationGracePeriodSeconds {grace!r} is shorter than the shutdown's worst "
+            f"case: {budget['receivers_stop_secs']} s for the receivers + {budget['handlers_secs']} s "
+            f"for the handlers + {budget['flush_secs']} s for the settlements' flush + "
+            f"{MARGIN_SECS} s margin = {least} s (service --shutdown-budget)"
+        )
+
+
 def number(env, name, findings):
     try:
         return int(env[name])
@@ -150,16 +204,7 @@ def check_together(documents, policies, findings):
             f"Deployment: SQS_ENGINE_MAX_HELD {max_held} does not cover workers + prefetch "
             f"= {workers} + {prefetch}: handlers would wait for room"
         )
-    shutdown = number(env, "SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS", findings)
-    grace = pod.get("spec", {}).get("terminationGracePeriodSeconds")
-    if shutdown is not None:
-        least = shutdown + RECEIVERS_STOP_SECS + FLUSH_ALLOWANCE_SECS
-        if not isinstance(grace, int) or grace <= least:
-            findings.append(
-                f"Deployment: terminationGracePeriodSeconds {grace} must exceed the shutdown "
-                f"timeout {shutdown} s + {RECEIVERS_STOP_SECS} s for the receivers + "
-                f"{FLUSH_ALLOWANCE_SECS} s for the settlements' flush = {least} s"
-            )
+    number(env, "SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS", findings)
 
     metrics_port = (env.get("SQS_ENGINE_METRICS_ADDR") or "").rpartition(":")[2]
     if str(ports.get("metrics")) != metrics_port:
@@ -175,17 +220,39 @@ def check_together(documents, policies, findings):
         spec = scaled.get("spec", {})
         if spec.get("scaleTargetRef", {}).get("name") != deployment["metadata"]["name"]:
             findings.append("ScaledObject: scaleTargetRef does not name the Deployment")
-        for trigger in spec.get("triggers", []):
-            if trigger.get("type") != "aws-sqs-queue":
-                continue
+        triggers = spec.get("triggers", [])
+        kinds = [trigger.get("type") for trigger in triggers]
+        for kind in ("aws-sqs-queue", "prometheus"):
+            if kinds.count(kind) != 1:
+                findings.append(f"ScaledObject: {kinds.count(kind)} {kind} triggers, expected one")
+        for trigger in triggers:
             meta = trigger.get("metadata", {})
-            if max_held is not None and meta.get("queueLength") != str(max_held):
-                findings.append(
-                    f"ScaledObject: queueLength {meta.get('queueLength')!r} is not what one "
-                    f"instance holds, SQS_ENGINE_MAX_HELD = {max_held}"
-                )
-            if meta.get("queueURL") and meta.get("queueURL") != queue:
-                findings.append("ScaledObject: queueURL is not the Deployment's SQS_ENGINE_QUEUE")
+            if trigger.get("type") == "aws-sqs-queue":
+                if max_held is not None and meta.get("queueLength") != str(max_held):
+                    findings.append(
+                        f"ScaledObject: queueLength {meta.get('queueLength')!r} is not what one "
+                        f"instance holds, SQS_ENGINE_MAX_HELD = {max_held}"
+                    )
+                if meta.get("queueURL") and meta.get("queueURL") != queue:
+                    findings.append("ScaledObject: queueURL is not the Deployment's SQS_ENGINE_QUEUE")
+                if meta.get("scaleOnInFlight", "true") != "false":
+                    findings.append(
+                        "ScaledObject: the aws-sqs-queue trigger counts the messages in flight, "
+                        "parked ones (retry_after) included: set scaleOnInFlight \"false\" and "
+                        "leave the messages held to the prometheus trigger"
+                    )
+            elif trigger.get("type") == "prometheus":
+                if max_held is not None and meta.get("threshold") != str(max_held):
+                    findings.append(
+                        f"ScaledObject: the prometheus threshold {meta.get('threshold')!r} is not "
+                        f"what one instance holds, SQS_ENGINE_MAX_HELD = {max_held}"
+                    )
+                query = meta.get("query") or ""
+                if HELD_GAUGE not in query or f'queue="{queue_name}"' not in query:
+                    findings.append(
+                        f"ScaledObject: the prometheus query does not read {HELD_GAUGE} of "
+                        f'queue="{queue_name}": {query!r}'
+                    )
 
     if monitor is not None:
         spec = monitor.get("spec", {})
@@ -218,6 +285,16 @@ def main():
     documents = check_documents(args.kubernetes_version, findings)
     policies = check_policies(findings)
     check_together(documents, policies, findings)
+    deployment = one(documents, "Deployment", [])
+    env = container_env(deployment) if deployment is not None else None
+    if env is not None:
+        try:
+            budget = shutdown_budget(env)
+        except RuntimeError as error:
+            findings.append(f"Deployment: no shutdown budget: {error}")
+        else:
+            print(f"shutdown budget (service --shutdown-budget): {json.dumps(budget)}")
+            check_grace(deployment, budget, findings)
     for finding in findings:
         print(f"FINDING {finding}")
     if findings:

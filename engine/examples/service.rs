@@ -11,7 +11,7 @@
 //! | `SQS_ENGINE_MAX_HELD` | the most messages held in flight (received, not yet settled) | the engine's, 4096 |
 //! | `SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS` | how long running handlers get at shutdown | 30 |
 //! | `SQS_ENGINE_MAX_ATTEMPTS`, `SQS_ENGINE_DEAD_LETTER` | the redrive policy, both or neither | none |
-//! | `SQS_ENGINE_GIVE_UP_AFTER_SECS` | how long receives may fail in a way retrying cannot mend (queue deleted, access denied) before the process exits with an error | 300 |
+//! | `SQS_ENGINE_GIVE_UP_AFTER_SECS` | how long receives, deletes or visibility changes may fail in a way retrying cannot mend (queue deleted, access or KMS key refused) before the process exits with an error | 300 |
 //! | `SQS_ENGINE_METRICS_ADDR` | where `/metrics`, `/healthz` and `/readyz` are served (`0.0.0.0:9464` in a pod) | `127.0.0.1:9464` |
 //! | `RUST_LOG` | the log filter | `info` |
 //!
@@ -21,6 +21,17 @@
 //! One instance holds at most `SQS_ENGINE_MAX_HELD` messages in flight (received and not yet
 //! settled). An autoscaler counting the queue's in-flight messages should count that many per
 //! instance.
+//!
+//! `service --shutdown-budget` prints, as JSON, the longest a graceful shutdown takes with
+//! these settings and the engine's defaults, and exits without opening the queue:
+//! `receivers_stop_secs` (a long poll under way gets up to [`sqs_engine::RECEIVE_STOP_GRACE`]),
+//! `handlers_secs` (`SQS_ENGINE_SHUTDOWN_TIMEOUT_SECS`), `flush_secs` (the settlements' flush at
+//! its worst: every attempt the default [`Backoff`] allows, each bounded by
+//! [`sqs_engine::DEFAULT_CALL_TIMEOUT`], with the longest backoff between them) and
+//! `total_secs`. A deployment's grace period must outlast `total_secs`:
+//! `scripts/check_deploy.py` checks `deploy/kubernetes/deployment.yaml` against it. The flush is
+//! one retried call long because its batches go out at once: at least 16 calls of each lane
+//! are allowed in flight, 160 messages, and `SQS_ENGINE_MAX_HELD` should stay within that.
 //!
 //! ```sh
 //! export AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test \
@@ -33,7 +44,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqs_engine::{Engine, Message, Outcome};
+use sqs_engine::{Backoff, Engine, Message, Outcome};
 
 /// The service's settings, read from the environment.
 #[derive(Debug)]
@@ -89,6 +100,43 @@ impl Settings {
     }
 }
 
+/// The longest each step of a graceful shutdown takes, with `settings` and the engine's
+/// defaults (the service sets neither the backoff nor the call timeout).
+#[derive(Debug)]
+struct ShutdownBudget {
+    receivers_stop: Duration,
+    handlers: Duration,
+    flush: Duration,
+}
+
+impl ShutdownBudget {
+    fn of(settings: &Settings) -> Self {
+        let backoff = Backoff::default();
+        let attempts = backoff.max_attempts();
+        let calls = sqs_engine::DEFAULT_CALL_TIMEOUT * attempts;
+        let backoffs: Duration = (1..attempts).map(|retry| backoff.ceiling(retry)).sum();
+        Self {
+            receivers_stop: sqs_engine::RECEIVE_STOP_GRACE,
+            handlers: settings.shutdown_timeout,
+            flush: calls + backoffs,
+        }
+    }
+
+    fn total(&self) -> Duration {
+        self.receivers_stop + self.handlers + self.flush
+    }
+
+    fn to_json(&self) -> String {
+        format!(
+            "{{\"receivers_stop_secs\": {}, \"handlers_secs\": {}, \"flush_secs\": {}, \"total_secs\": {}}}",
+            self.receivers_stop.as_secs_f64(),
+            self.handlers.as_secs_f64(),
+            self.flush.as_secs_f64(),
+            self.total().as_secs_f64()
+        )
+    }
+}
+
 /// The variable's value; `None` when it is unset or empty.
 fn var(name: &str) -> Result<Option<String>, String> {
     match std::env::var(name) {
@@ -115,6 +163,28 @@ where
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => {}
+        [flag] if flag == "--shutdown-budget" => {
+            return match Settings::from_env() {
+                Ok(settings) => {
+                    println!("{}", ShutdownBudget::of(&settings).to_json());
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("service: {error}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {
+            eprintln!(
+                "service: unexpected arguments {args:?}: settings come from SQS_ENGINE_* variables; the only flag is --shutdown-budget"
+            );
+            return ExitCode::from(2);
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

@@ -371,6 +371,22 @@ fn kind_of(code: Option<&str>, status: u16) -> CallErrorKind {
         | "MissingAuthenticationToken"
         | "ExpiredToken"
         | "RequestExpired" => return CallErrorKind::AccessDenied,
+        // SQS's own codes (`x-amzn-query-error`, as the SDK reads them) and its JSON shapes'.
+        "KMS.AccessDeniedException"
+        | "KMS.DisabledException"
+        | "KMS.InvalidKeyUsageException"
+        | "KMS.InvalidStateException"
+        | "KMS.NotFoundException"
+        | "KMS.OptInRequired"
+        | "KmsAccessDenied"
+        | "KmsDisabled"
+        | "KmsInvalidKeyUsage"
+        | "KmsInvalidState"
+        | "KmsNotFound"
+        | "KmsOptInRequired" => return CallErrorKind::KmsRefused,
+        "InvalidAddress"
+        | "AWS.SimpleQueueService.UnsupportedOperation"
+        | "UnsupportedOperation" => return CallErrorKind::Unsupported,
         "InternalError" | "InternalFailure" | "ServiceUnavailable" => {
             return CallErrorKind::Server;
         }
@@ -406,6 +422,46 @@ mod tests {
             kind_of(Some("AccessDenied"), 403),
             CallErrorKind::AccessDenied
         );
+        for code in [
+            "KMS.AccessDeniedException",
+            "KMS.DisabledException",
+            "KMS.InvalidKeyUsageException",
+            "KMS.InvalidStateException",
+            "KMS.NotFoundException",
+            "KMS.OptInRequired",
+            "KmsAccessDenied",
+            "KmsDisabled",
+            "KmsInvalidKeyUsage",
+            "KmsInvalidState",
+            "KmsNotFound",
+            "KmsOptInRequired",
+        ] {
+            assert_eq!(
+                kind_of(Some(code), 400),
+                CallErrorKind::KmsRefused,
+                "{code}"
+            );
+        }
+        for code in ["KMS.ThrottlingException", "KmsThrottled"] {
+            assert_eq!(kind_of(Some(code), 400), CallErrorKind::Throttled, "{code}");
+        }
+        for code in [
+            "InvalidAddress",
+            "AWS.SimpleQueueService.UnsupportedOperation",
+            "UnsupportedOperation",
+        ] {
+            assert_eq!(
+                kind_of(Some(code), 400),
+                CallErrorKind::Unsupported,
+                "{code}"
+            );
+        }
+        assert_eq!(
+            kind_of(Some("InvalidSecurity"), 403),
+            CallErrorKind::AccessDenied
+        );
+        // A receive over the in-flight limit: it clears as messages are settled.
+        assert_eq!(kind_of(Some("OverLimit"), 403), CallErrorKind::Invalid);
         assert_eq!(kind_of(Some("Whatever"), 503), CallErrorKind::Server);
         assert_eq!(kind_of(Some("InternalError"), 400), CallErrorKind::Server);
         assert_eq!(

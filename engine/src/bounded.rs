@@ -134,8 +134,8 @@ bounded! {
 }
 
 bounded! {
-    /// [`max_held_bytes`](crate::EngineBuilder::max_held_bytes): the most bytes of message
-    /// bodies held at once.
+    /// [`max_held_bytes`](crate::EngineBuilder::max_held_bytes): the most bytes of messages
+    /// (bodies and message attributes) held at once.
     MaxHeldBytes(usize): "max_held_bytes" in 1 MiB..=1 TiB
 }
 

@@ -87,7 +87,7 @@ pub(crate) struct ConsumerConfig {
     /// Messages held at once: received and not yet settled (waiting, being handled, or
     /// waiting for SQS's answer to their settlement).
     pub(crate) capacity: usize,
-    /// KiB of message bodies held at once.
+    /// KiB of messages (bodies and message attributes) held at once.
     pub(crate) capacity_kib: usize,
     /// Of those, the most received and not yet handed out (at least one receive batch).
     pub(crate) ahead: usize,
@@ -121,8 +121,14 @@ impl Consumer {
             .instrument(debug_span!("settlement", queue = %queue.name)),
             runtime,
         );
+        settle_tasks.spawn_on(
+            crate::parked::expire(Arc::clone(queue.metrics.parked()), drain.clone())
+                .instrument(debug_span!("parked", queue = %queue.name)),
+            runtime,
+        );
 
-        let stop_receiving = CancellationToken::new();
+        // The engine giving up (on a receive, a delete or a visibility change) stops receiving.
+        let stop_receiving = queue.health.gave_up_token().child_token();
         let slots = Arc::new(Semaphore::new(config.capacity));
         let bytes = Arc::new(Semaphore::new(config.capacity_kib.max(1)));
         let ahead = Arc::new(Semaphore::new(
@@ -348,7 +354,8 @@ impl ConsumerHandle {
     }
 
     /// The consumer's health: whether its receives succeed, whether it is draining. When its
-    /// receives fail in a way retrying cannot mend for longer than the engine's
+    /// receives, deletes or visibility changes fail in a way retrying cannot mend for longer
+    /// than the engine's
     /// [`give_up_after`](crate::EngineBuilder::give_up_after), the receivers stop and
     /// [`Consumer::recv`] returns `None` once what they brought is taken.
     pub fn health(&self) -> crate::HealthHandle {

@@ -43,11 +43,27 @@ impl Delivery {
         body: Option<BodyRoom>,
         called_at: Instant,
     ) -> Self {
+        Self::of_attempt(queue, received, slot, body, called_at, called_at)
+    }
+
+    /// As [`new`](Self::new), from a receive call made at `called_at` in an attempt whose
+    /// first call was made at `first_called_at`: the same call, unless a FIFO receive that got
+    /// no answer was retried with its attempt id. The first call may have taken the message
+    /// already; SQS restarts its visibility timeout on the retry (counted from `called_at`, the
+    /// call that answered), and its 12-hour window is counted from the first call.
+    pub(crate) fn of_attempt(
+        queue: Arc<QueueRuntime>,
+        received: ReceivedMessage,
+        slot: Option<OwnedSemaphorePermit>,
+        body: Option<BodyRoom>,
+        called_at: Instant,
+        first_called_at: Instant,
+    ) -> Self {
         let (message, receipt) = Message::from_received(received);
         let visible_until = called_at + Duration::from_secs(u64::from(queue.visibility_timeout));
         let receipt: Arc<str> = Arc::from(receipt);
         let message_id: Arc<str> = Arc::from(message.id());
-        let window_end = called_at + MAX_VISIBILITY;
+        let window_end = first_called_at.min(called_at) + MAX_VISIBILITY;
         let at_last_receive = queue
             .max_receive_count
             .is_some_and(|cap| message.receive_count() >= cap);
@@ -79,6 +95,12 @@ impl Delivery {
             _hold: hold,
         };
         Self { message, ticket }
+    }
+
+    /// Gives the delivery the room its message takes among the bytes held, once it has it:
+    /// freed as `body` of [`new`](Self::new) would be.
+    pub(crate) fn hold(&mut self, room: Option<BodyRoom>) {
+        self.ticket.body = room;
     }
 
     /// Gives the delivery its FIFO group's turn: settling it passes the turn on.
@@ -163,8 +185,8 @@ pub struct Ticket {
     /// The delivery's place among the messages the engine may hold; freed when its settlement
     /// is answered, or when it is dropped unsettled.
     slot: Option<OwnedSemaphorePermit>,
-    /// Its body's room among the bytes held: freed when it is settled (its handler is done
-    /// with the body) or dropped.
+    /// Its message's room among the bytes held (body and message attributes): freed when it
+    /// is settled (its handler is done with the message) or dropped.
     body: Option<BodyRoom>,
     /// Its FIFO group's turn, when it has it.
     turn: Option<Turn>,

@@ -49,18 +49,23 @@ pub enum Error {
         /// The dead-letter queue as it was named.
         dead_letter: String,
     },
-    /// Receives failed in a way retrying cannot mend (the queue is gone, the credentials are
-    /// refused) for longer than [`give_up_after`](crate::EngineBuilder::give_up_after): the
-    /// engine stopped receiving, let its handlers finish, sent their settlements, and returned.
+    /// A call the engine cannot work without (a receive, a delete, a visibility change)
+    /// failed in a way retrying cannot mend (the queue is gone, the credentials or the queue's
+    /// KMS key are refused), and nothing else came of it, for longer than
+    /// [`give_up_after`](crate::EngineBuilder::give_up_after): the engine stopped receiving,
+    /// let its handlers finish, sent their settlements, and returned.
     #[error(
-        "queue `{queue}`: receives failed for {failing_for:?} in a way retrying cannot mend; gave up"
+        "queue `{queue}`: {action} failed for {failing_for:?} in a way retrying cannot mend; gave up"
     )]
     GaveUp {
         /// The queue as it was named.
         queue: String,
+        /// The SQS action that failed: `ReceiveMessage`, `DeleteMessageBatch` or
+        /// `ChangeMessageVisibilityBatch`.
+        action: &'static str,
         /// How long the failure had lasted.
         failing_for: Duration,
-        /// The last receive's error.
+        /// The last error of that call.
         #[source]
         source: CallError,
     },
@@ -142,6 +147,22 @@ pub enum SettleError {
         /// The message.
         message_id: String,
     },
+    /// SQS answered the delete with success, but after the message's visibility deadline as
+    /// the engine knew it. By then SQS may have handed the message out again, and it answers a
+    /// delete by an outdated receipt handle with success and deletes nothing: the message may
+    /// come back. Counted in `sqs_engine_late_settlements_total` (with late visibility
+    /// changes, which do not fail: SQS refuses one by an outdated receipt handle).
+    #[error(
+        "the delete of message {message_id} on queue `{queue}` was answered {late_by:?} after its visibility deadline: it may not have taken effect"
+    )]
+    Unconfirmed {
+        /// The queue.
+        queue: String,
+        /// The message.
+        message_id: String,
+        /// How long after the message's visibility deadline SQS answered.
+        late_by: Duration,
+    },
 }
 
 impl SettleError {
@@ -150,7 +171,8 @@ impl SettleError {
         match self {
             Self::Rejected { message_id, .. }
             | Self::Failed { message_id, .. }
-            | Self::Stopped { message_id, .. } => message_id,
+            | Self::Stopped { message_id, .. }
+            | Self::Unconfirmed { message_id, .. } => message_id,
         }
     }
 }

@@ -17,10 +17,26 @@
 //!   group received with it goes back too, hidden until the message is back and for at least a
 //!   second (counted as returned for order), and SQS hands them out again after it.
 //!
-//! The gate also remembers, for a while, the sequence numbers it returned: a later message of
-//! the group that arrives before them goes back as well. SQS never hands a group out of order,
-//! so this never happens there; an emulator that does (LocalStack hands a group out again as
-//! soon as one of its messages is returned, even while another is hidden) is kept in order too.
+//! Each return is a receive toward the redrive policy's cap, and SQS's order allows no way
+//! around it: the rest of a group was received with its earlier message every time, so no more
+//! often. When that message goes back after its last allowed receive, those of the rest
+//! received as often go to the dead-letter queue with it at the next receive (handled before,
+//! they would start while it is still on the queue; held, they would keep SQS from ever handing
+//! it out again to move it). That receive unblocks the group: the messages received fewer
+//! times, sent later, are handled.
+//!
+//! The gate also remembers, for a while, the sequence numbers it returned (not those at their
+//! last allowed receive: they never come back): a later message of the group that arrives
+//! before them goes back as well. SQS never needs this: it hands out no later message of a
+//! group while an earlier one is on the queue, save in the same receive, so on SQS a message
+//! that arrives alone proves the earlier ones gone (another consumer took them), and the memory
+//! only delays it. An emulator that hands a group out again while one of its messages is hidden
+//! (LocalStack, once another of them is returned) is kept in order by it. What the gate owes
+//! such an emulator stops short of the redrive policy: it returns a later message only while
+//! the receive that brings it back leaves it one more before the cap, so one returned this way
+//! is still handled, even after going back once more with the rest of its group; past that it
+//! is handled at once, out of the emulator's order if need be. The memory is swept of what
+//! waited past its time, and bounded (see [`GateState::remember`]).
 //!
 //! Standard queues have no gate: nothing here runs for them.
 
@@ -68,8 +84,19 @@ struct GateState {
     ready: VecDeque<Delivery>,
     /// Per group, the sequence numbers of the messages returned for order and not received
     /// again yet, each with when to stop waiting for it (another consumer may have taken it).
+    /// At most [`REMEMBERED_GROUPS`] groups: see [`GateState::remember`].
     returned: HashMap<Arc<str>, BTreeMap<u128, Instant>>,
+    /// How many groups `returned` may hold before the next sweep.
+    sweep_at: usize,
 }
+
+/// The most groups whose returned messages the gate remembers. Past it, the groups it would
+/// stop waiting for soonest are forgotten: the memory only keeps an emulator's order (see the
+/// module doc), and a group forgotten only loses that.
+const REMEMBERED_GROUPS: usize = 10_000;
+
+/// The fewest groups `returned` holds before it is swept of what waited past its time.
+const SWEEP_AT_LEAST: usize = 64;
 
 impl GateState {
     /// Whether a message of `group` at `sequence` comes too early: an earlier message of its
@@ -89,6 +116,46 @@ impl GateState {
         }
         premature
     }
+
+    /// Remembers that the message of `group` at `sequence` was returned for order, until
+    /// `until`. A group whose messages never come back (another consumer took them) is swept
+    /// once its time has passed, by a sweep each time the groups remembered double (at least
+    /// [`SWEEP_AT_LEAST`]): amortised, a constant cost per message. And the groups remembered
+    /// never pass [`REMEMBERED_GROUPS`]: a sweep that leaves more forgets those it would stop
+    /// waiting for soonest, down to three quarters of it.
+    fn remember(&mut self, group: &Arc<str>, sequence: u128, until: Instant, now: Instant) {
+        self.returned
+            .entry(Arc::clone(group))
+            .or_default()
+            .insert(sequence, until);
+        if self.returned.len() > self.sweep_at {
+            self.sweep(now);
+        }
+    }
+
+    /// Forgets what waited past its time, and the groups past [`REMEMBERED_GROUPS`].
+    fn sweep(&mut self, now: Instant) {
+        self.returned.retain(|_, returned| {
+            returned.retain(|_, until| *until > now);
+            !returned.is_empty()
+        });
+        if self.returned.len() > REMEMBERED_GROUPS {
+            let mut ends: Vec<(Instant, Arc<str>)> = self
+                .returned
+                .iter()
+                .map(|(group, returned)| {
+                    let last = returned.values().max().copied().unwrap_or(now);
+                    (last, Arc::clone(group))
+                })
+                .collect();
+            ends.sort_unstable();
+            let excess = self.returned.len() - REMEMBERED_GROUPS * 3 / 4;
+            for (_, group) in ends.into_iter().take(excess) {
+                self.returned.remove(&group);
+            }
+        }
+        self.sweep_at = (2 * self.returned.len()).clamp(SWEEP_AT_LEAST, REMEMBERED_GROUPS);
+    }
 }
 
 impl Gate {
@@ -107,9 +174,10 @@ impl Gate {
 
     /// Takes in the deliveries of one receive, in order: each is ready when its group has no
     /// turn under way, and waits behind it otherwise. One that comes while an earlier message
-    /// of its group, returned for order, has not come back yet goes back too: SQS never hands
-    /// a group out of order, but an emulator may (LocalStack hands out the rest of a group
-    /// while a message of it is hidden).
+    /// of its group, returned for order, has not come back yet goes back too, unless that
+    /// would leave it no receive to spare before the redrive policy's cap: SQS never hands a
+    /// group out of order, but an emulator may (LocalStack hands out the rest of a group while
+    /// a message of it is hidden).
     pub(crate) fn admit(self: &Arc<Self>, mut deliveries: Vec<Delivery>) {
         deliveries.sort_by_key(|d| d.message().sequence_number());
         let now = Instant::now();
@@ -125,13 +193,12 @@ impl Gate {
                 continue;
             };
             let sequence = delivery.message().sequence_number();
-            if state.premature(&group, sequence, now) {
+            // Returned only with a receive to spare (see the module doc): otherwise handled,
+            // out of the emulator's order if need be, rather than dead-lettered unseen.
+            if state.premature(&group, sequence, now) && spares_a_receive(&delivery) {
                 if let Some(sequence) = sequence {
-                    state
-                        .returned
-                        .entry(group)
-                        .or_default()
-                        .insert(sequence, delivery.returned_until(now));
+                    let until = delivery.returned_until(now);
+                    state.remember(&group, sequence, until, now);
                 }
                 premature.push(delivery);
                 continue;
@@ -233,13 +300,13 @@ impl Gate {
         };
         let rest = state.groups.remove(group).unwrap_or_default();
         if let Some(back_at) = back_at {
-            for delivery in &rest {
+            let now = Instant::now();
+            // One at its last allowed receive goes to the dead-letter queue at the next receive
+            // that comes upon it: it never comes back, and nothing waits for it.
+            for delivery in rest.iter().filter(|d| !at_last_receive(d)) {
                 if let Some(sequence) = delivery.message().sequence_number() {
-                    state
-                        .returned
-                        .entry(Arc::clone(group))
-                        .or_default()
-                        .insert(sequence, delivery.returned_until(back_at));
+                    let until = delivery.returned_until(back_at);
+                    state.remember(group, sequence, until, now);
                 }
             }
         }
@@ -289,6 +356,28 @@ impl Gate {
             self.order == FifoOrder::Confirmed,
         )
     }
+}
+
+/// Whether `delivery` was received for the last time its queue's redrive policy allows: back
+/// in the queue, it goes to the dead-letter queue at the next receive that comes upon it.
+fn at_last_receive(delivery: &Delivery) -> bool {
+    if crate::defect!(FifoWaitsForTheDeadLettered) {
+        return false;
+    }
+    let cap = delivery.queue().max_receive_count;
+    cap.is_some_and(|cap| delivery.message().receive_count() >= cap)
+}
+
+/// Whether `delivery` may be returned for an emulator's order and still be handled after:
+/// the receive that brings it back leaves it at least one more before its queue's redrive
+/// policy moves it to the dead-letter queue (one that the rest of a group going back with an
+/// earlier message may take). Always without a redrive policy.
+fn spares_a_receive(delivery: &Delivery) -> bool {
+    if crate::defect!(FifoWaitsForTheDeadLettered) {
+        return true;
+    }
+    let cap = delivery.queue().max_receive_count;
+    cap.is_none_or(|cap| delivery.message().receive_count().saturating_add(1) < cap)
 }
 
 // On the in-process SQS (a test double on tokio's clock, which models FIFO groups as SQS
@@ -472,6 +561,81 @@ mod tests {
         check_order(&log, 10, 20);
     }
 
+    // Paused clock on the in-process SQS, which holds a group back while any of its messages
+    // is in flight and moves a message received past the cap to the dead-letter queue, as SQS
+    // does: the 20 s and the rounds of retries pass in no time.
+    #[tokio::test(start_paused = true)]
+    async fn messages_sent_behind_one_that_always_fails_are_handled_once_it_is_dead_lettered() {
+        const DEAD: &str = "orders-dead.fifo";
+        let sqs = InProcessSqs::new();
+        for seq in 1..=4 {
+            send(&sqs, "g", seq);
+        }
+        let later = sqs.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            for seq in 5..=8 {
+                send(&later, "g", seq);
+            }
+        });
+        let engine = Engine::builder()
+            .api(sqs.clone())
+            .queue(QUEUE)
+            .create_if_missing(true)
+            .max_attempts(3)
+            .dead_letter(DEAD)
+            .receivers(1)
+            .visibility_timeout(Duration::from_secs(30))
+            .build()
+            .expect("engine");
+        let handled: Arc<Mutex<Vec<(usize, u32)>>> = Arc::default();
+        let seen = Arc::clone(&handled);
+        engine
+            .run(
+                move |message: Message| {
+                    let (_, seq) = parse(&message);
+                    seen.lock()
+                        .expect("log")
+                        .push((seq, message.receive_count()));
+                    async move {
+                        if seq == 1 {
+                            Outcome::Retry
+                        } else {
+                            Outcome::Ack
+                        }
+                    }
+                },
+                tokio::time::sleep(Duration::from_secs(120)),
+            )
+            .await
+            .expect("runs");
+        let handled = handled.lock().expect("log").clone();
+        let m1: Vec<u32> = handled
+            .iter()
+            .filter(|(seq, _)| *seq == 1)
+            .map(|(_, count)| *count)
+            .collect();
+        assert_eq!(m1, [1, 2, 3], "m1 is handled on each of its three receives");
+        let rest: Vec<(usize, u32)> = handled
+            .iter()
+            .copied()
+            .filter(|(seq, _)| *seq != 1)
+            .collect();
+        // m2-m4 came with m1 in each of its receives: at the cap with it, they go to the
+        // dead-letter queue with it. SQS's order forbids handling them before: m1 is on the
+        // queue until the receive that moves it, and that receive comes only once nothing of
+        // the group is in flight.
+        assert_eq!(
+            rest,
+            [(5, 1), (6, 1), (7, 1), (8, 1)],
+            "m5-m8 are handled, in order, on their first receive"
+        );
+        let mut dead = sqs.bodies(DEAD);
+        dead.sort();
+        assert_eq!(dead, ["g:1", "g:2", "g:3", "g:4"]);
+        assert!(sqs.bodies(QUEUE).is_empty(), "m5-m8 were deleted");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_pull_consumer_hands_out_one_delivery_of_a_group_at_a_time() {
         let sqs = InProcessSqs::new();
@@ -551,10 +715,11 @@ mod tests {
             .await
             .expect("receive");
         assert_eq!(stolen[0].body, "a:0");
-        first
-            .settle(Outcome::Ack)
-            .await
-            .expect("SQS answers the outdated delete with success");
+        let late = first.settle(Outcome::Ack).await;
+        assert!(
+            matches!(late, Err(crate::SettleError::Unconfirmed { .. })),
+            "SQS answers the outdated delete with success, which confirms nothing: {late:?}"
+        );
         let next = tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await;
         assert!(
             !matches!(&next, Ok(Some(delivery)) if parse(delivery.message()).1 == 1),
@@ -565,15 +730,15 @@ mod tests {
         handle.shutdown().await;
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_message_received_again_while_waiting_for_its_turn_is_handled_once() {
-        use crate::api::ReceivedMessage;
+    /// The queue runtime of `QUEUE` on a fresh in-process SQS, with `cap` as its redrive
+    /// policy's `maxReceiveCount`, for deliveries made up by [`made_up`].
+    async fn runtime(cap: Option<u32>) -> Arc<crate::queue::QueueRuntime> {
         use crate::queue::{OpenOptions, QueueRuntime};
         use crate::settle::coalescer::CoalescerConfig;
 
         let sqs = InProcessSqs::new();
         send(&sqs, "a", 0);
-        let (queue, _) = QueueRuntime::open(
+        let (mut queue, _) = QueueRuntime::open(
             Arc::new(sqs.clone()),
             OpenOptions {
                 queue: QUEUE.into(),
@@ -597,23 +762,116 @@ mod tests {
         )
         .await
         .expect("opens");
-        let queue = Arc::new(queue);
+        queue.max_receive_count = cap;
+        Arc::new(queue)
+    }
+
+    /// A delivery of message `id` of group `a`, at `sequence`, on its `receive_count`th
+    /// receive.
+    fn made_up(
+        queue: &Arc<crate::queue::QueueRuntime>,
+        id: &str,
+        sequence: u32,
+        receive_count: u32,
+    ) -> Delivery {
+        let received = crate::api::ReceivedMessage {
+            message_id: id.to_owned(),
+            receipt_handle: format!("{id}:{receive_count}"),
+            body: format!("a:{sequence}"),
+            attributes: HashMap::from([
+                ("MessageGroupId".to_owned(), "a".to_owned()),
+                ("SequenceNumber".to_owned(), sequence.to_string()),
+                (
+                    "ApproximateReceiveCount".to_owned(),
+                    receive_count.to_string(),
+                ),
+            ]),
+            message_attributes: HashMap::new(),
+        };
+        Delivery::new(Arc::clone(queue), received, None, None, Instant::now())
+    }
+
+    // Paused clock: the returns for order the gate sends are settled on the in-process SQS.
+    #[tokio::test(start_paused = true)]
+    async fn a_later_message_is_returned_for_order_only_with_a_receive_to_spare() {
+        // An emulator hands out later messages of a group while an earlier one, returned for
+        // order, is hidden. Returned at its next-to-last receive, a message would be received
+        // last with the rest of its group behind an earlier one, and could go back with them
+        // to the dead-letter queue without a handler seeing it.
+        let queue = runtime(Some(3)).await;
+        let gate = Gate::new(FifoOrder::Confirmed);
+        let group: Arc<str> = Arc::from("a");
+        gate.admit(vec![
+            made_up(&queue, "m-0", 0, 1),
+            made_up(&queue, "m-1", 1, 1),
+        ]);
+        let turn = gate.pop_ready().expect("m-0 has the turn");
+        // m-0 is retried: m-1 goes back, and the gate waits for it.
+        drop(turn);
+        gate.finish_turn(&group, Fate::BackAt(Instant::now()));
+        gate.admit(vec![made_up(&queue, "m-2", 2, 1)]);
+        assert!(
+            gate.pop_ready().is_none(),
+            "on its first receive, m-2 goes back behind m-1"
+        );
+        gate.admit(vec![made_up(&queue, "m-2", 2, 2)]);
+        let handled = gate
+            .pop_ready()
+            .expect("m-2, a receive from the cap, is handed out");
+        assert_eq!(handled.message().id(), "m-2");
+        drop(handled);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rest_of_a_group_returned_at_its_last_receive_is_not_waited_for() {
+        // m-0 and m-1 at the cap: m-0 goes back, m-1 with it, and SQS moves both to the
+        // dead-letter queue at the next receive. m-2, sent after, comes alone and is next.
+        let queue = runtime(Some(3)).await;
+        let gate = Gate::new(FifoOrder::Confirmed);
+        gate.admit(vec![
+            made_up(&queue, "m-0", 0, 3),
+            made_up(&queue, "m-1", 1, 3),
+        ]);
+        let turn = gate.pop_ready().expect("m-0 has the turn");
+        // Dropped unsettled: back in the queue when its visibility lapses.
+        drop(turn);
+        assert!(gate.pop_ready().is_none(), "m-1 went back with m-0");
+        gate.admit(vec![made_up(&queue, "m-2", 2, 1)]);
+        let next = gate.pop_ready().expect("m-2 is handed out");
+        assert_eq!(next.message().id(), "m-2");
+        drop(next);
+    }
+
+    #[test]
+    fn the_returned_messages_remembered_stay_bounded_whatever_the_groups() {
+        let start = Instant::now();
+        let wait = Duration::from_secs(31);
+        // 100,000 groups returned at once, none of which comes back.
+        let mut state = GateState::default();
+        let mut most = 0;
+        for group in 0..100_000 {
+            let group: Arc<str> = Arc::from(format!("g{group}"));
+            state.remember(&group, 1, start + wait, start);
+            most = most.max(state.returned.len());
+        }
+        assert!(most <= REMEMBERED_GROUPS, "{most} groups remembered");
+        // One group returned every 10 ms: about 3,100 wait at a time, the rest are swept.
+        let mut state = GateState::default();
+        let mut most = 0;
+        for group in 0..100_000_u32 {
+            let now = start + Duration::from_millis(10) * group;
+            let group: Arc<str> = Arc::from(format!("g{group}"));
+            state.remember(&group, 1, now + wait, now);
+            most = most.max(state.returned.len());
+        }
+        assert!(most <= 2 * 3_100 + 1, "{most} groups remembered");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_received_again_while_waiting_for_its_turn_is_handled_once() {
+        let queue = runtime(None).await;
         let delivery = |id: &str, sequence: u32, receive_count: u32| {
-            let received = ReceivedMessage {
-                message_id: id.to_owned(),
-                receipt_handle: format!("{id}:{receive_count}"),
-                body: format!("a:{sequence}"),
-                attributes: HashMap::from([
-                    ("MessageGroupId".to_owned(), "a".to_owned()),
-                    ("SequenceNumber".to_owned(), sequence.to_string()),
-                    (
-                        "ApproximateReceiveCount".to_owned(),
-                        receive_count.to_string(),
-                    ),
-                ]),
-                message_attributes: HashMap::new(),
-            };
-            Delivery::new(Arc::clone(&queue), received, None, None, Instant::now())
+            made_up(&queue, id, sequence, receive_count)
         };
         let gate = Gate::new(FifoOrder::Confirmed);
         gate.admit(vec![delivery("m-0", 0, 1), delivery("m-1", 1, 1)]);

@@ -9,7 +9,8 @@ use crate::outcome::{BatchOutcome, Outcome};
 ///
 /// `Ok(outcome)` settles with `outcome`, and `Ok(())` acknowledges. An `Err` settles by the
 /// engine's error policy ([`EngineBuilder::on_handler_error`](crate::EngineBuilder::on_handler_error),
-/// default [`Outcome::Retry`]), with the error logged on the message's span.
+/// default a [`RetryAfter`](Outcome::RetryAfter) that doubles with the receive count, from 1 s
+/// to 15 minutes), with the error logged on the message's span.
 pub trait HandlerResult: Send {
     /// The outcome, or the error the handler failed with.
     ///
@@ -146,7 +147,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_error_is_retried_by_default_and_ok_acknowledges() {
         let (sqs, stats) = fail_once_then_succeed(None).await;
-        assert_eq!(stats.retried.ok, 1, "the error retried the message");
+        assert_eq!(
+            stats.retried_after.ok, 1,
+            "the error returned the message after a delay"
+        );
         assert_eq!(stats.acked.ok, 1, "Ok(()) acknowledged it");
         assert_eq!(
             sqs.counts("orders").visible + sqs.counts("orders").in_flight,
@@ -163,5 +167,67 @@ mod tests {
             sqs.counts("orders").visible + sqs.counts("orders").in_flight,
             0
         );
+    }
+
+    /// When each handler run of a message that always fails began, over `run_for` or until
+    /// the 100th run, with `builder` (its queue and API set here).
+    async fn runs_of_a_failing_handler(
+        builder: crate::EngineBuilder,
+        run_for: Duration,
+    ) -> Vec<Duration> {
+        let sqs = InProcessSqs::new();
+        sqs.send("orders", "poison").expect("sent");
+        let start = tokio::time::Instant::now();
+        let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&runs);
+        let enough = CancellationToken::new();
+        let stop = enough.clone();
+        builder
+            .api(sqs.clone())
+            .queue("orders")
+            .build()
+            .expect("engine")
+            .run(
+                move |_message: Message| {
+                    let seen = std::sync::Arc::clone(&seen);
+                    let enough = enough.clone();
+                    async move {
+                        let mut seen = seen.lock().expect("runs");
+                        seen.push(start.elapsed());
+                        if seen.len() >= 100 {
+                            enough.cancel();
+                        }
+                        Err::<(), _>(std::io::Error::other("the record cannot be parsed"))
+                    }
+                },
+                async move {
+                    tokio::select! {
+                        () = tokio::time::sleep(run_for) => {}
+                        () = stop.cancelled() => {}
+                    }
+                },
+            )
+            .await
+            .expect("runs");
+        runs.lock().expect("runs").clone()
+    }
+
+    // On a paused clock, so that ten seconds of redeliveries take no time.
+    #[tokio::test(start_paused = true)]
+    async fn a_message_whose_handler_always_fails_comes_back_later_each_time_by_default() {
+        let runs = runs_of_a_failing_handler(Engine::builder(), Duration::from_secs(10)).await;
+        assert!(
+            (3..=6).contains(&runs.len()),
+            "a handful of runs in 10 s, not a loop: {} runs, {runs:?}",
+            runs.len()
+        );
+        let gaps: Vec<Duration> = runs.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps[0] >= Duration::from_secs(1), "{gaps:?}");
+        for pair in gaps.windows(2) {
+            assert!(
+                pair[1].as_secs_f64() >= 1.4 * pair[0].as_secs_f64(),
+                "the delay grows with the receive count: {gaps:?}"
+            );
+        }
     }
 }

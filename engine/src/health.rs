@@ -1,17 +1,24 @@
-//! An engine's health: whether its receives succeed, whether a failure is one that retrying
-//! cannot mend, and whether it is draining.
+//! An engine's health: whether its receives succeed, whether a call it cannot work without
+//! (a receive, a delete, a visibility change) fails in a way retrying cannot mend, and whether
+//! it is draining.
 //!
-//! The receivers write it; [`Engine::health`](crate::Engine::health) and the Prometheus
-//! exporter's `/healthz` and `/readyz` read it. Every engine that has a health view is known
+//! The receivers and the settlement's batch calls write it;
+//! [`Engine::health`](crate::Engine::health) and the Prometheus exporter's `/healthz` and
+//! `/readyz` read it. Every engine that has a health view is known
 //! to the process-wide [`registry`] while it lives.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::error;
 
-use crate::api::{CallError, CallErrorKind};
+use crate::api::CallError;
+#[cfg(test)]
+use crate::api::CallErrorKind;
 
 /// How long a failure that retrying cannot mend may last before the engine gives up, unless
 /// [`EngineBuilder::give_up_after`](crate::EngineBuilder::give_up_after) says otherwise.
@@ -58,18 +65,26 @@ pub struct Health {
     pub consecutive_failures: u32,
     /// The last failed receive's error, while the failures last.
     pub last_failure: Option<CallError>,
-    /// How long receives have failed in a way retrying cannot mend (the queue is gone, the
-    /// credentials are refused), while they do.
+    /// How long a call the engine cannot work without (a receive, a delete, a visibility
+    /// change) has failed in a way retrying cannot mend, and nothing else, while one does; the
+    /// longest of them. Such a failure is one of
+    /// [`CallErrorKind::is_permanent`](crate::CallErrorKind::is_permanent): the queue is gone,
+    /// the credentials or the queue's KMS key are refused.
     pub failing_permanently_for: Option<Duration>,
+    /// The SQS action that call makes (`ReceiveMessage`, `DeleteMessageBatch`,
+    /// `ChangeMessageVisibilityBatch`), while it fails so.
+    pub failing_action: Option<&'static str>,
+    /// That call's last error, while it fails so.
+    pub permanent_failure: Option<CallError>,
     /// Set once the engine gave up on such a failure: its `run` returns
     /// [`Error::GaveUp`](crate::Error::GaveUp).
     pub gave_up: bool,
 }
 
 impl Health {
-    /// Whether the engine can work: its receives do not fail in a way retrying cannot mend,
-    /// and it has not given up. A transient failure (throttling, a 5xx, the network) does not
-    /// make it unhealthy: it backs off and retries.
+    /// Whether the engine can work: none of its receives, deletes and visibility changes fails
+    /// in a way retrying cannot mend, and it has not given up. A transient failure
+    /// (throttling, a 5xx, the network) does not make it unhealthy: it backs off and retries.
     pub fn is_healthy(&self) -> bool {
         self.failing_permanently_for.is_none() && !self.gave_up
     }
@@ -105,6 +120,13 @@ impl fmt::Display for Health {
         if let Some(failing) = self.failing_permanently_for {
             write!(f, " failing_permanently_for={:.3}s", failing.as_secs_f64())?;
         }
+        if let Some(action) = self.failing_action {
+            write!(f, " failing_action={action}")?;
+        }
+        if let Some(failure) = &self.permanent_failure {
+            let code = failure.code.as_deref().unwrap_or(failure.kind.as_str());
+            write!(f, " permanent_failure={code}")?;
+        }
         if self.gave_up {
             write!(f, " gave_up=true")?;
         }
@@ -123,12 +145,37 @@ impl HealthHandle {
     }
 }
 
-/// Whether a failed receive is one retrying cannot mend.
-fn is_permanent(kind: CallErrorKind) -> bool {
-    matches!(
-        kind,
-        CallErrorKind::QueueNotFound | CallErrorKind::AccessDenied
-    )
+/// The calls whose failures the health follows: those the engine cannot work without. Each is
+/// followed on its own: a success of one kind of call ends only that kind's failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `ReceiveMessage`.
+    Receive,
+    /// `DeleteMessageBatch`: the settlements `Ack` and `Drop`.
+    Delete,
+    /// `ChangeMessageVisibilityBatch`: the other settlements, and the heartbeat's extensions.
+    ChangeVisibility,
+}
+
+impl Call {
+    const ALL: [Self; 3] = [Self::Receive, Self::Delete, Self::ChangeVisibility];
+
+    /// The SQS action, as errors and logs name it.
+    pub(crate) fn action(self) -> &'static str {
+        match self {
+            Self::Receive => "ReceiveMessage",
+            Self::Delete => "DeleteMessageBatch",
+            Self::ChangeVisibility => "ChangeMessageVisibilityBatch",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Receive => 0,
+            Self::Delete => 1,
+            Self::ChangeVisibility => 2,
+        }
+    }
 }
 
 /// The shared state behind a [`HealthHandle`].
@@ -137,25 +184,125 @@ pub(crate) struct HealthCells {
     queue: String,
     give_up_after: Duration,
     state: Mutex<State>,
+    /// Whether some call fails in a way retrying cannot mend: lets a success skip the lock
+    /// when nothing fails. Written under the lock.
+    failing: AtomicBool,
+    /// Cancelled when the engine gives up: its receivers stop.
+    gave_up_token: CancellationToken,
 }
 
+/// The failures that retrying cannot mend, and what the engine does about them: pure, the
+/// clock passed in.
 #[derive(Debug)]
 struct State {
     phase: Phase,
     last_receive: Option<Instant>,
     consecutive_failures: u32,
     last_failure: Option<CallError>,
-    permanent_since: Option<Instant>,
-    gave_up: Option<(CallError, Duration)>,
+    /// Per [`Call`], while it fails in a way retrying cannot mend: since when, and its last
+    /// error.
+    permanent: [Option<Permanent>; 3],
+    gave_up: Option<GaveUp>,
 }
 
-/// What a receiver does after a failed receive.
+/// A kind of call failing in a way retrying cannot mend.
+#[derive(Debug, Clone)]
+struct Permanent {
+    since: Instant,
+    error: CallError,
+}
+
+/// The failure an engine gave up on.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GaveUp {
+    /// The call that failed.
+    pub(crate) call: Call,
+    /// Its last error.
+    pub(crate) error: CallError,
+    /// How long it had failed so.
+    pub(crate) lasted: Duration,
+}
+
+/// What a caller does after a failed call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterFailure {
     /// Back off and try again.
     Retry,
-    /// The failure could not be mended in the time allowed: stop receiving.
+    /// The failure could not be mended in the time allowed: the engine gives up.
     GiveUp,
+}
+
+impl State {
+    fn new() -> Self {
+        Self {
+            phase: Phase::Starting,
+            last_receive: None,
+            consecutive_failures: 0,
+            last_failure: None,
+            permanent: [None, None, None],
+            gave_up: None,
+        }
+    }
+
+    /// A `call` succeeded at `now`: its failures, permanent or not, are over.
+    fn succeeded(&mut self, call: Call, now: Instant) {
+        if call == Call::Receive {
+            self.last_receive = Some(now);
+            self.consecutive_failures = 0;
+            self.last_failure = None;
+        }
+        self.permanent[call.index()] = None;
+    }
+
+    /// A `call` failed with `error` at `now`: retry, or give up because a failure retrying
+    /// cannot mend, and nothing else, has come from that kind of call for `give_up_after`. A
+    /// failure of another kind ends such a run: the call may work again.
+    fn failed(
+        &mut self,
+        call: Call,
+        error: &CallError,
+        now: Instant,
+        give_up_after: Duration,
+    ) -> AfterFailure {
+        if call == Call::Receive {
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+            self.last_failure = Some(error.clone());
+        }
+        let slot = &mut self.permanent[call.index()];
+        if !error.kind.is_permanent() {
+            *slot = None;
+            return AfterFailure::Retry;
+        }
+        let since = slot.as_ref().map_or(now, |permanent| permanent.since);
+        *slot = Some(Permanent {
+            since,
+            error: error.clone(),
+        });
+        let lasted = now.saturating_duration_since(since);
+        if lasted < give_up_after {
+            return AfterFailure::Retry;
+        }
+        if self.gave_up.is_none() {
+            self.gave_up = Some(GaveUp {
+                call,
+                error: error.clone(),
+                lasted,
+            });
+        }
+        AfterFailure::GiveUp
+    }
+
+    /// The call failing in a way retrying cannot mend for the longest, if one does.
+    fn longest_permanent(&self) -> Option<(Call, &Permanent)> {
+        Call::ALL
+            .into_iter()
+            .filter_map(|call| Some((call, self.permanent[call.index()].as_ref()?)))
+            .min_by_key(|(_, permanent)| permanent.since)
+    }
+
+    fn is_failing(&self) -> bool {
+        self.permanent.iter().any(Option::is_some)
+    }
 }
 
 impl HealthCells {
@@ -165,14 +312,9 @@ impl HealthCells {
         let cells = Arc::new(Self {
             queue: queue.to_owned(),
             give_up_after,
-            state: Mutex::new(State {
-                phase: Phase::Starting,
-                last_receive: None,
-                consecutive_failures: 0,
-                last_failure: None,
-                permanent_since: None,
-                gave_up: None,
-            }),
+            state: Mutex::new(State::new()),
+            failing: AtomicBool::new(false),
+            gave_up_token: CancellationToken::new(),
         });
         registry::register(&cells);
         cells
@@ -206,36 +348,50 @@ impl HealthCells {
     /// A receive succeeded: the failures, permanent or not, are over.
     pub(crate) fn receive_succeeded(&self) {
         let mut state = self.state();
-        state.last_receive = Some(Instant::now());
-        state.consecutive_failures = 0;
-        state.last_failure = None;
-        state.permanent_since = None;
+        state.succeeded(Call::Receive, Instant::now());
+        self.failing.store(state.is_failing(), Ordering::Release);
     }
 
     /// A receive failed with `error`: whether to retry, or give up because a failure retrying
     /// cannot mend has lasted the time allowed.
     pub(crate) fn receive_failed(&self, error: &CallError) -> AfterFailure {
-        let now = Instant::now();
-        let mut state = self.state();
-        state.consecutive_failures = state.consecutive_failures.saturating_add(1);
-        state.last_failure = Some(error.clone());
-        if !is_permanent(error.kind) {
-            state.permanent_since = None;
-            return AfterFailure::Retry;
-        }
-        let since = *state.permanent_since.get_or_insert(now);
-        let failing = now.saturating_duration_since(since);
-        if failing < self.give_up_after {
-            return AfterFailure::Retry;
-        }
-        if state.gave_up.is_none() {
-            state.gave_up = Some((error.clone(), failing));
-        }
-        AfterFailure::GiveUp
+        self.call_failed(Call::Receive, error)
     }
 
-    /// The failure the engine gave up on, and how long it had lasted.
-    pub(crate) fn gave_up(&self) -> Option<(CallError, Duration)> {
+    /// A batch call of `call` got an answer (whatever its entries'): a failure of that kind
+    /// of call that retrying cannot mend is over. Takes no lock while nothing fails so.
+    pub(crate) fn call_succeeded(&self, call: Call) {
+        if !self.failing.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = self.state();
+        state.succeeded(call, Instant::now());
+        self.failing.store(state.is_failing(), Ordering::Release);
+    }
+
+    /// A `call` failed with `error`: whether to retry, or give up because a failure retrying
+    /// cannot mend has lasted the time allowed. Giving up stops the receivers (see
+    /// [`gave_up_token`](Self::gave_up_token)).
+    pub(crate) fn call_failed(&self, call: Call, error: &CallError) -> AfterFailure {
+        let mut state = self.state();
+        let first = state.gave_up.is_none();
+        let after = state.failed(call, error, Instant::now(), self.give_up_after);
+        self.failing.store(state.is_failing(), Ordering::Release);
+        drop(state);
+        if after == AfterFailure::GiveUp && first {
+            error!(queue = %self.queue, action = call.action(), error = %error, give_up_after = ?self.give_up_after, "failing in a way retrying cannot mend for longer than the engine's give_up_after: giving up");
+            self.gave_up_token.cancel();
+        }
+        after
+    }
+
+    /// Cancelled once the engine gives up: what stops its receivers.
+    pub(crate) fn gave_up_token(&self) -> &CancellationToken {
+        &self.gave_up_token
+    }
+
+    /// The failure the engine gave up on.
+    pub(crate) fn gave_up(&self) -> Option<GaveUp> {
         self.state().gave_up.clone()
     }
 
@@ -247,6 +403,7 @@ impl HealthCells {
     pub(crate) fn snapshot(&self) -> Health {
         let now = Instant::now();
         let state = self.state();
+        let longest = state.longest_permanent();
         Health {
             queue: self.queue.clone(),
             phase: state.phase,
@@ -255,9 +412,10 @@ impl HealthCells {
                 .map(|at| now.saturating_duration_since(at)),
             consecutive_failures: state.consecutive_failures,
             last_failure: state.last_failure.clone(),
-            failing_permanently_for: state
-                .permanent_since
-                .map(|since| now.saturating_duration_since(since)),
+            failing_permanently_for: longest
+                .map(|(_, permanent)| now.saturating_duration_since(permanent.since)),
+            failing_action: longest.map(|(call, _)| call.action()),
+            permanent_failure: longest.map(|(_, permanent)| permanent.error.clone()),
             gave_up: state.gave_up.is_some(),
         }
     }
@@ -320,10 +478,12 @@ mod tests {
         assert_eq!(cells.receive_failed(&denied()), AfterFailure::Retry);
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(cells.receive_failed(&denied()), AfterFailure::GiveUp);
-        let (error, lasted) = cells.gave_up().expect("gave up");
-        assert_eq!(error.kind, CallErrorKind::AccessDenied);
-        assert_eq!(lasted, Duration::from_secs(10));
+        let gave_up = cells.gave_up().expect("gave up");
+        assert_eq!(gave_up.call, Call::Receive);
+        assert_eq!(gave_up.error.kind, CallErrorKind::AccessDenied);
+        assert_eq!(gave_up.lasted, Duration::from_secs(10));
         assert!(cells.snapshot().gave_up);
+        assert!(cells.gave_up_token().is_cancelled(), "the receivers stop");
     }
 
     #[tokio::test(start_paused = true)]
@@ -338,6 +498,128 @@ mod tests {
         let health = cells.snapshot();
         assert_eq!(health.failing_permanently_for, Some(Duration::ZERO));
         assert_eq!(health.since_last_receive, Some(Duration::from_secs(5)));
+    }
+
+    fn key_refused() -> CallError {
+        CallError::new(CallErrorKind::KmsRefused, "key disabled").with_code("KMS.DisabledException")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_receive_refused_by_the_kms_key_is_permanent() {
+        let cells = HealthCells::new("q", Duration::from_secs(10));
+        cells.running();
+        assert_eq!(cells.receive_failed(&key_refused()), AfterFailure::Retry);
+        let health = cells.snapshot();
+        assert!(!health.is_healthy(), "{health}");
+        assert_eq!(health.failing_action, Some("ReceiveMessage"));
+        assert!(
+            health
+                .to_string()
+                .contains("failing_action=ReceiveMessage permanent_failure=KMS.DisabledException"),
+            "{health}"
+        );
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(cells.receive_failed(&key_refused()), AfterFailure::GiveUp);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refused_deletes_are_unhealthy_at_once_and_give_up_after_the_time_allowed() {
+        let cells = HealthCells::new("q", Duration::from_secs(10));
+        cells.running();
+        cells.receive_succeeded();
+        assert_eq!(
+            cells.call_failed(Call::Delete, &denied()),
+            AfterFailure::Retry
+        );
+        let health = cells.snapshot();
+        assert!(!health.is_healthy() && !health.is_ready(), "{health}");
+        assert_eq!(health.failing_action, Some("DeleteMessageBatch"));
+        assert_eq!(
+            health.permanent_failure.map(|error| error.kind),
+            Some(CallErrorKind::AccessDenied)
+        );
+        assert_eq!(health.consecutive_failures, 0, "receives do not fail");
+        assert!(health.last_failure.is_none(), "receives do not fail");
+        tokio::time::advance(Duration::from_secs(9)).await;
+        // Receives going well do not end the deletes' failure.
+        cells.receive_succeeded();
+        assert_eq!(
+            cells.call_failed(Call::Delete, &denied()),
+            AfterFailure::Retry
+        );
+        assert!(!cells.gave_up_token().is_cancelled());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            cells.call_failed(Call::Delete, &denied()),
+            AfterFailure::GiveUp
+        );
+        let gave_up = cells.gave_up().expect("gave up");
+        assert_eq!(gave_up.call, Call::Delete);
+        assert_eq!(gave_up.lasted, Duration::from_secs(10));
+        assert!(cells.gave_up_token().is_cancelled(), "the receivers stop");
+        assert!(!cells.snapshot().is_healthy());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_success_of_that_call_ends_a_refused_settlement() {
+        let cells = HealthCells::new("q", Duration::from_secs(10));
+        cells.running();
+        cells.call_failed(Call::ChangeVisibility, &denied());
+        cells.call_failed(Call::Delete, &denied());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        cells.call_succeeded(Call::Delete);
+        let health = cells.snapshot();
+        assert_eq!(
+            health.failing_action,
+            Some("ChangeMessageVisibilityBatch"),
+            "a delete's success ends only the deletes' failure: {health}"
+        );
+        cells.call_succeeded(Call::ChangeVisibility);
+        let health = cells.snapshot();
+        assert!(health.is_healthy() && health.is_ready(), "{health}");
+        assert_eq!(health.failing_permanently_for, None);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(
+            cells.call_failed(Call::Delete, &denied()),
+            AfterFailure::Retry,
+            "the time allowed starts again"
+        );
+        assert_eq!(
+            cells.snapshot().failing_permanently_for,
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_failure_between_refusals_starts_the_time_allowed_again() {
+        let cells = HealthCells::new("q", Duration::from_secs(10));
+        cells.running();
+        let throttled = CallError::new(CallErrorKind::Throttled, "slow down");
+        cells.call_failed(Call::Delete, &denied());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(
+            cells.call_failed(Call::Delete, &throttled),
+            AfterFailure::Retry
+        );
+        assert!(cells.snapshot().is_healthy(), "throttling is transient");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(
+            cells.call_failed(Call::Delete, &denied()),
+            AfterFailure::Retry
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_longest_failing_call_is_reported() {
+        let cells = HealthCells::new("q", Duration::from_secs(60));
+        cells.running();
+        cells.call_failed(Call::Delete, &denied());
+        tokio::time::advance(Duration::from_secs(3)).await;
+        cells.receive_failed(&key_refused());
+        let health = cells.snapshot();
+        assert_eq!(health.failing_action, Some("DeleteMessageBatch"));
+        assert_eq!(health.failing_permanently_for, Some(Duration::from_secs(3)));
+        assert_eq!(health.last_failure, Some(key_refused()));
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,4 +1,5 @@
-//! The room a held message's body takes among the bytes the engine may hold.
+//! The room a held message takes among the bytes the engine may hold: its body and message
+//! attributes, as SQS counts a message's size.
 
 use std::sync::Arc;
 
@@ -6,9 +7,9 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::metrics::QueueMetrics;
 
-/// A body's share of the bytes held, in KiB of a semaphore: given back, and taken off the
-/// held-bytes gauge, when the message is settled or dropped (its handler has its body by then,
-/// or it is gone).
+/// A message's share of the bytes held, in KiB of a semaphore: given back, and taken off the
+/// held-bytes gauge, when the message is settled or dropped (its handler has the message by
+/// then, or it is gone).
 pub(crate) struct BodyRoom {
     permit: OwnedSemaphorePermit,
     metrics: Arc<QueueMetrics>,

@@ -104,6 +104,7 @@ mod consumer;
 mod delivery;
 mod engine;
 mod error;
+mod error_policy;
 mod fifo;
 mod handler;
 pub mod health;
@@ -113,6 +114,7 @@ pub mod limits;
 mod message;
 pub mod metrics;
 mod outcome;
+mod parked;
 mod per_entry;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
@@ -148,6 +150,7 @@ pub use consumer::{Consumer, ConsumerHandle};
 pub use delivery::{Delivery, Ticket};
 pub use engine::{Engine, EngineBuilder, StatsHandle};
 pub use error::{ConfigError, Error, SettleError};
+pub use error_policy::{ErrorBackoff, HandlerErrorPolicy};
 pub use fifo::FifoOrder;
 pub use handler::{BatchHandler, Handler, HandlerResult};
 pub use health::{Health, HealthHandle, Phase};
@@ -156,6 +159,7 @@ pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIM
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use redrive_policy::RedriveWrite;
+pub use round_trip::RECEIVE_STOP_GRACE;
 pub use settle::Settlement;
 pub use system_attributes::SystemAttributes;
 
@@ -163,3 +167,9 @@ pub use system_attributes::SystemAttributes;
 /// [`mod@ruststream`].
 #[cfg(feature = "ruststream")]
 pub use crate::ruststream::prelude;
+
+/// The README's Rust examples, compiled (and the broker's run) as doctests so that they stay
+/// true.
+#[cfg(all(doctest, feature = "ruststream"))]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExamples;

@@ -21,10 +21,11 @@
 //! | `sqs_engine_receive_count` | histogram | `queue` | `ApproximateReceiveCount` of each delivery |
 //! | `sqs_engine_last_receive_deliveries_total` | counter | `queue` | deliveries at the last receive the redrive policy allows |
 //! | `sqs_engine_redrive_returns_total` | counter | `queue` | drops at the cap returned (visibility 0) for SQS to move to the dead-letter queue |
-//! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: the message may come back while its handler runs) |
-//! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages received and not yet settled (prefetched, being handled, or with a settlement awaiting SQS's answer) |
+//! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: given up, at the message's deadline or refused for good; the message may come back while its handler runs) |
+//! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages held: received and not yet settled (prefetched, being handled, or with a settlement awaiting SQS's answer). SQS's in-flight count is these, the parked ones, and those of consumers gone |
+//! | `sqs_engine_messages_parked` | gauge | `queue` | messages returned with a delay (`retry_after`) whose delay has not ended: invisible, so in SQS's `ApproximateNumberOfMessagesNotVisible`, yet held by no consumer; counted from SQS's answer, by the engine that parked them, while it runs (see `parked.rs`) |
 //! | `sqs_engine_messages_prefetched` | gauge | `queue` | messages received and waiting for a worker |
-//! | `sqs_engine_messages_held_bytes` | gauge | `queue` | bytes of message bodies held (whole KiB each, until settled), bounded by `max_held_bytes` |
+//! | `sqs_engine_messages_held_bytes` | gauge | `queue` | bytes of messages held, bodies and message attributes (whole KiB each, until settled), bounded by `max_held_bytes` |
 //! | `sqs_engine_receivers_active` | gauge | `queue` | long-poll receivers running: as many as keep up with the queue, up to `receivers` |
 //! | `sqs_engine_settle_batches_in_flight` | gauge | `queue`, `action` | settlement batch calls awaiting SQS's answer |
 //! | `sqs_engine_handlers_running` | gauge | `queue` | handler invocations running |
@@ -44,6 +45,7 @@ use metrics::{
 use crate::batch::FlushReason;
 use crate::lane::Lane;
 use crate::outcome::Outcome;
+use crate::parked::Parked;
 
 /// The SQS actions the engine calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,6 +111,7 @@ const LAST_RECEIVE: &str = "sqs_engine_last_receive_deliveries_total";
 const REDRIVE: &str = "sqs_engine_redrive_returns_total";
 const IN_FLIGHT: &str = "sqs_engine_messages_in_flight";
 const PREFETCHED: &str = "sqs_engine_messages_prefetched";
+const PARKED: &str = "sqs_engine_messages_parked";
 const HANDLERS_RUNNING: &str = "sqs_engine_handlers_running";
 const WORKERS: &str = "sqs_engine_workers";
 const HANDLER_DURATION: &str = "sqs_engine_handler_duration_seconds";
@@ -298,7 +301,7 @@ pub const METRICS: &[MetricInfo] = &[
         HELD_BYTES,
         MetricKind::Gauge,
         Unit::Bytes,
-        "Bytes of message bodies held (each counted in whole KiB until its message is settled).",
+        "Bytes of messages held, bodies and message attributes (each message counted in whole KiB until it is settled).",
     ),
     info(
         RECEIVERS_ACTIVE,
@@ -311,6 +314,12 @@ pub const METRICS: &[MetricInfo] = &[
         MetricKind::Gauge,
         Unit::Count,
         "Settlement batch calls awaiting SQS's answer, by action.",
+    ),
+    info(
+        PARKED,
+        MetricKind::Gauge,
+        Unit::Count,
+        "Messages returned with a delay (retry_after) whose delay has not ended: invisible in SQS, held by no consumer.",
     ),
     info(
         PREFETCHED,
@@ -382,6 +391,7 @@ pub(crate) struct QueueMetrics {
     redrive: Counter,
     in_flight: Gauge,
     prefetched: Gauge,
+    parked: Arc<Parked>,
     handlers_running: Gauge,
     workers: Gauge,
     handler_duration: Histogram,
@@ -435,6 +445,7 @@ impl QueueMetrics {
             redrive: counter!(REDRIVE, "queue" => queue.clone()),
             in_flight: gauge!(IN_FLIGHT, "queue" => queue.clone()),
             prefetched: gauge!(PREFETCHED, "queue" => queue.clone()),
+            parked: Arc::new(Parked::new(gauge!(PARKED, "queue" => queue.clone()))),
             handlers_running: gauge!(HANDLERS_RUNNING, "queue" => queue.clone()),
             workers: gauge!(WORKERS, "queue" => queue.clone()),
             handler_duration: histogram!(HANDLER_DURATION, "queue" => queue.clone()),
@@ -470,6 +481,16 @@ impl QueueMetrics {
         self.settlements[outcome.index()][usize::from(!ok)].increment(1);
         self.stats.settlements[outcome.index()][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
         self.settle_latency[lane.index()].record(latency_secs);
+        // SQS applied the delay: the message is invisible, and no consumer holds it.
+        if let (Outcome::RetryAfter(delay), true) = (outcome, ok) {
+            self.parked.park(*delay);
+        }
+    }
+
+    /// The queue's parked messages, which a task counts out as their delays end
+    /// ([`crate::parked::expire`]).
+    pub(crate) fn parked(&self) -> &Arc<Parked> {
+        &self.parked
     }
 
     pub(crate) fn flushed(&self, lane: Lane, reason: FlushReason, entries: usize) {

@@ -40,7 +40,7 @@ pub(crate) struct QueueRuntime {
     /// Whether it is a FIFO queue.
     pub(crate) fifo: bool,
     /// How a message is settled when its handler returns an error.
-    pub(crate) on_handler_error: crate::outcome::Outcome,
+    pub(crate) on_handler_error: crate::error_policy::HandlerErrorPolicy,
     /// The round trip to SQS as measured on short calls.
     pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
@@ -144,6 +144,7 @@ impl QueueRuntime {
             heartbeat,
             round_trip: Arc::clone(&round_trip),
             delete_fill: DeleteFill::for_queue(attributes.fifo, options.answers),
+            health: Arc::clone(&options.health),
         }));
         let runtime = Self {
             name,
@@ -154,7 +155,7 @@ impl QueueRuntime {
             metrics,
             settler,
             fifo: attributes.fifo,
-            on_handler_error: crate::outcome::Outcome::Retry,
+            on_handler_error: crate::error_policy::HandlerErrorPolicy::default(),
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,

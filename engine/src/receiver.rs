@@ -48,6 +48,10 @@ const WAITING_BATCHES_TO_SHRINK: usize = 4;
 /// messages: a full receive may start another receiver even if no worker waited yet.
 const WAITING_BATCHES_TO_GROW: usize = 2;
 
+/// How long SQS deduplicates a FIFO receive by its `ReceiveRequestAttemptId`: a retry later
+/// than this after the attempt's first call gets a new id.
+const ATTEMPT_ID_WINDOW: Duration = Duration::from_secs(5 * 60);
+
 /// How a receiver backs off after a failed receive: from 100 ms up to 10 s, for as long as
 /// the failures last.
 const RECEIVE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(10));
@@ -72,7 +76,8 @@ pub(crate) struct Receivers {
     /// Messages held at once (received and not yet settled): taken for a whole receive batch
     /// before each call.
     pub(crate) slots: Arc<Semaphore>,
-    /// Bytes of message bodies held, in KiB: taken after a receive for what it brought.
+    /// Bytes of messages held (bodies and message attributes), in KiB: taken after a receive
+    /// for what it brought, while the heartbeat keeps its messages invisible.
     pub(crate) bytes: Arc<Semaphore>,
     /// Room for messages received and not yet handed out (the prefetch).
     pub(crate) ahead: Arc<Semaphore>,
@@ -306,9 +311,10 @@ impl Receivers {
 /// Before each call it takes room for `max_messages` from `ahead`, the messages that may wait
 /// received and not yet handed out (the prefetch), and from `slots`, the messages the engine
 /// may hold at once (handed out and unsettled, or waiting), so it never receives more than can
-/// start soon: while either is full, it waits instead of polling. After the call, the bodies it
-/// brought take their size from `bytes`. The room in `ahead` of the messages received is given
-/// back as the consumer hands them out.
+/// start soon: while either is full, it waits instead of polling. After the call, the messages
+/// it brought take their size (bodies and message attributes) from `bytes`: made deliveries
+/// first, so that the heartbeat keeps them invisible however long they wait for that room. The
+/// room in `ahead` of the messages received is given back as the consumer hands them out.
 /// A failed receive backs off with jitter and tries again, for as long as it fails.
 ///
 /// When `stop` is cancelled during a long poll, the poll gets four round trips (as measured on
@@ -323,7 +329,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     let mut failures: u32 = 0;
     // On a FIFO queue, the attempt id of the receive under way and when its first call was
     // made: kept when a call gets no answer (it may have taken messages), so its retry gets
-    // them rather than hiding them. Their visibility started with that first call.
+    // them rather than hiding them, for as long as SQS deduplicates by it.
     let mut attempt: Option<(String, Instant)> = None;
     loop {
         let room = tokio::select! {
@@ -348,15 +354,18 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             () = stop.cancelled() => return,
             () = queue.settler.until_not_backlogged() => {}
         }
-        if queue.fifo && attempt.is_none() {
+        if queue.fifo
+            && attempt
+                .as_ref()
+                .is_none_or(|(_, first)| first.elapsed() >= ATTEMPT_ID_WINDOW)
+        {
             attempt = Some((attempt_id(), Instant::now()));
         }
-        // The visibility deadline and the 12-hour window are counted from before the call
-        // (from before the first call of a retried attempt, whose messages SQS may have hidden
-        // then): never later than SQS's own.
-        let called_at = attempt
-            .as_ref()
-            .map_or_else(Instant::now, |(_, first)| *first);
+        // The visibility deadline is counted from before the call (a retry of an attempt
+        // restarts it), the 12-hour window from before the attempt's first call, which may
+        // have started it: never later than SQS's own.
+        let called_at = Instant::now();
+        let first_called_at = attempt.as_ref().map_or(called_at, |(_, first)| *first);
         let result = {
             let request = ReceiveRequest {
                 queue_url: &queue.url,
@@ -407,38 +416,48 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     // have waited out its long poll.
                     set.round_trip.sample(called_at.elapsed(), set.active());
                 }
-                // The bodies' room: waited for with the messages in hand, so the cap may be
-                // passed by what the receives in flight bring, never by more.
-                let sizes: Vec<u32> = messages.iter().map(|m| body_kib(&m.body)).collect();
+                let sizes: Vec<u32> = messages.iter().map(held_kib).collect();
                 let wanted = sizes.iter().sum::<u32>().min(set.bytes_cap);
+                // Deliveries first, so that the heartbeat keeps them invisible while they wait
+                // for their room below, however long that takes.
+                queue.metrics.received(messages.len());
+                let mut deliveries: Vec<Delivery> = messages
+                    .into_iter()
+                    .map(|message| {
+                        let slot = permits.split(1);
+                        Delivery::of_attempt(
+                            Arc::clone(queue),
+                            message,
+                            slot,
+                            None,
+                            called_at,
+                            first_called_at,
+                        )
+                    })
+                    .collect();
+                // The room not used goes back now; the rest as the deliveries are handed out.
+                drop(permits);
+                // Their room among the bytes held: waited for with the messages in hand, so the
+                // cap may be passed by what the receives in flight bring, never by more.
                 let bytes = tokio::select! {
                     biased;
                     () = stop.cancelled() => {
-                        return_at_once(queue, messages, &mut permits, called_at);
+                        crate::delivery::return_all(queue, deliveries);
                         return;
                     }
                     bytes = Arc::clone(&set.bytes).acquire_many_owned(wanted) => bytes,
                 };
                 let Ok(mut bytes) = bytes else {
-                    return_at_once(queue, messages, &mut permits, called_at);
+                    crate::delivery::return_all(queue, deliveries);
                     return;
                 };
-                // Counted here, not before: returned at once above, they count there.
-                queue.metrics.received(messages.len());
-                let deliveries: Vec<Delivery> = messages
-                    .into_iter()
-                    .zip(sizes)
-                    .map(|(message, kib)| {
-                        let slot = permits.split(1);
-                        let body = bytes
-                            .split((kib as usize).min(bytes.num_permits()))
-                            .map(|permit| BodyRoom::new(permit, Arc::clone(&queue.metrics)));
-                        Delivery::new(Arc::clone(queue), message, slot, body, called_at)
-                    })
-                    .collect();
+                for (delivery, kib) in deliveries.iter_mut().zip(sizes) {
+                    let room = bytes
+                        .split((kib as usize).min(bytes.num_permits()))
+                        .map(|permit| BodyRoom::new(permit, Arc::clone(&queue.metrics)));
+                    delivery.hold(room);
+                }
                 drop(bytes);
-                // The room not used goes back now; the rest as the deliveries are handed out.
-                drop(permits);
                 if let Some(received) = room.split(deliveries.len()) {
                     received.forget();
                 }
@@ -531,9 +550,10 @@ fn nanos_between(epoch: Instant, then: Instant) -> u64 {
     u64::try_from(then.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The room a body takes among the bytes held, in KiB (at least one).
-fn body_kib(body: &str) -> u32 {
-    u32::try_from(body.len().div_ceil(1024).max(1)).unwrap_or(u32::MAX)
+/// The room a message takes among the bytes held, in KiB (at least one): its body and message
+/// attributes, as SQS counts its size.
+fn held_kib(message: &crate::api::ReceivedMessage) -> u32 {
+    u32::try_from(message.size().div_ceil(1024).max(1)).unwrap_or(u32::MAX)
 }
 
 /// A fresh `ReceiveRequestAttemptId`: 32 random hexadecimal digits (SQS takes up to 128
@@ -652,32 +672,75 @@ mod tests {
         close(consumer, delivery).await;
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_retried_fifo_receive_counts_the_visibility_deadline_from_its_first_call() {
-        let start = Instant::now();
+    /// A message of group `g`.
+    fn fifo_message() -> crate::api::ReceivedMessage {
         let mut fifo_message = message("m");
         fifo_message
             .attributes
             .insert("MessageGroupId".to_owned(), "g".to_owned());
-        // The first call may have taken the message (and started its 30 s) before its answer
-        // was lost 5 s later; the retry, with the same attempt id, gets it.
+        fifo_message
+    }
+
+    // Paused clock: the outage's minutes pass in no time.
+    #[tokio::test(start_paused = true)]
+    async fn a_fifo_receive_retried_past_the_deduplication_window_gets_a_new_attempt_id() {
+        // Calls that get no answer for 200 s, then 150 s: the second retry comes 350 s after
+        // the first call, past SQS's 5 minutes for an attempt id.
+        let api = StandIn::receiving_script(vec![
+            (
+                Duration::from_secs(200),
+                Err(CallError::new(CallErrorKind::Network, "timed out")),
+            ),
+            (
+                Duration::from_secs(150),
+                Err(CallError::new(CallErrorKind::Network, "timed out")),
+            ),
+            (Duration::ZERO, Ok(vec![fifo_message()])),
+        ]);
+        let mut consumer = consumer(&api, "q.fifo").await;
+        let delivery = consumer
+            .recv()
+            .await
+            .expect("the message, on the last retry");
+        let ids = api.attempt_ids();
+        assert!(ids.len() >= 3, "{ids:?}");
+        assert_eq!(
+            ids[1], ids[0],
+            "a retry within 5 minutes keeps the attempt id"
+        );
+        assert_ne!(ids[2], ids[1], "a retry past them gets a new one");
+        close(consumer, delivery).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retried_fifo_receive_counts_the_visibility_deadline_from_the_call_that_answered() {
+        let start = Instant::now();
+        // The first call's answer is lost 5 s in; the retry, with the same attempt id, gets
+        // the message and restarts its visibility timeout (SQS resets it on a retry within the
+        // attempt id's 5 minutes).
         let api = StandIn::receiving_script(vec![
             (
                 Duration::from_secs(5),
                 Err(CallError::new(CallErrorKind::Network, "connection reset")),
             ),
-            (Duration::ZERO, Ok(vec![fifo_message])),
+            (Duration::ZERO, Ok(vec![fifo_message()])),
         ]);
         let mut consumer = consumer(&api, "q.fifo").await;
         let delivery = consumer.recv().await.expect("the message, on the retry");
-        assert!(start.elapsed() >= Duration::from_secs(5));
-        // Extended a margin (6 s) before the deadline SQS may hold since the first call: 24 s
-        // after it, not 24 s after the retry.
+        let answered = Instant::now();
+        assert!(answered >= start + Duration::from_secs(5));
+        // Extended a margin (6 s) before the deadline: 24 s after the retry, not 24 s after
+        // the first call.
         tokio::time::sleep_until(start + Duration::from_secs(25)).await;
+        assert!(
+            api.calls().is_empty(),
+            "not extended 24 s after the first call"
+        );
+        tokio::time::sleep_until(answered + Duration::from_secs(25)).await;
         assert_eq!(
             api.calls(),
             vec![vec!["m-receipt=30"]],
-            "extended before SQS's own deadline"
+            "extended from the retry"
         );
         close(consumer, delivery).await;
     }

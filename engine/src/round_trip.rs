@@ -18,6 +18,10 @@ pub(crate) struct RoundTrip {
 
 /// Without a sample: as long as a receive under way at shutdown may take.
 const UNKNOWN_GRACE: Duration = Duration::from_secs(1);
+/// The longest the receivers take to stop at shutdown: a long poll under way gets up to this
+/// long (four round trips, at most this) to answer, and is abandoned after it. A part of the
+/// shutdown's worst case, which a deployment's grace period must cover.
+pub const RECEIVE_STOP_GRACE: Duration = UNKNOWN_GRACE;
 /// The least grace: a round trip on loopback is well under it.
 const MIN_GRACE: Duration = Duration::from_millis(50);
 /// The weight of a sample in the moving average, once past the first ones: 1 / `SMOOTHING`.

@@ -129,10 +129,12 @@ async fn a_deleted_queue_makes_the_engine_unhealthy_and_run_return_an_error() {
     match result {
         Err(Error::GaveUp {
             queue,
+            action,
             failing_for,
             source,
         }) => {
             assert_eq!(queue, name);
+            assert_eq!(action, "ReceiveMessage");
             assert!(failing_for >= give_up_after, "{failing_for:?}");
             assert_eq!(source.kind, CallErrorKind::QueueNotFound);
         }

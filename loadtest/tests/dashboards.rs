@@ -6,7 +6,7 @@
 //! exporter; `promtool` checks the rules and the exporter's output; a real Prometheus server
 //! scrapes the run; then every query of every dashboard panel and every rule's query is
 //! evaluated through Prometheus's HTTP API and must return data. A query that names a metric the
-//! engine does not export fails.
+//! engine does not export fails, and so does a gauge the engine exports that no panel shows.
 //!
 //! Needs `prometheus` and `promtool` on the PATH (Debian's `prometheus` package, which
 //! `scripts/test.sh` installs when missing) and LocalStack at `SQS_ENGINE_TEST_ENDPOINT`
@@ -221,6 +221,21 @@ fn every_dashboard_panel_and_rule_returns_data_from_a_live_engine() {
             assert!(
                 exported.contains(&name),
                 "`{title}` queries {name}, which the engine does not export"
+            );
+        }
+    }
+
+    // Every gauge the engine exports is on the dashboard: what it holds, and what it parked.
+    let shown: BTreeSet<String> = dashboard
+        .iter()
+        .flat_map(|(_, expr)| metric_names(expr))
+        .collect();
+    for metric in sqs_engine::metrics::METRICS {
+        if metric.kind == sqs_engine::metrics::MetricKind::Gauge {
+            assert!(
+                shown.contains(metric.name),
+                "the gauge {} is on no dashboard panel",
+                metric.name
             );
         }
     }

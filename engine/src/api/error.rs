@@ -17,6 +17,15 @@ pub enum CallErrorKind {
     QueueNotFound,
     /// The credentials are missing, invalid or not allowed to make the call.
     AccessDenied,
+    /// The queue's KMS key refused the call: the caller may not use the key, or the key is
+    /// disabled, pending deletion, gone, or not usable for the call (SQS's
+    /// `KMS.AccessDeniedException`, `KMS.DisabledException`, `KMS.NotFoundException`,
+    /// `KMS.InvalidStateException`, `KMS.InvalidKeyUsageException`, `KMS.OptInRequired`). KMS
+    /// throttling is [`Throttled`](Self::Throttled).
+    KmsRefused,
+    /// SQS does not take the call as addressed: the queue URL names no valid account
+    /// (`InvalidAddress`), or the operation is not supported (`UnsupportedOperation`).
+    Unsupported,
     /// SQS refused the request as malformed or invalid.
     Invalid,
     /// The request could not be built or sent for a reason on this side.
@@ -29,6 +38,22 @@ impl CallErrorKind {
         matches!(self, Self::Throttled | Self::Server | Self::Network)
     }
 
+    /// Whether the failure stops the engine's work until someone acts on the queue, the
+    /// credentials or the key: the queue does not exist, the credentials or the KMS key are
+    /// refused, the call is not supported. Retrying cannot mend it (it is never
+    /// [transient](Self::is_transient)). A receive, delete or visibility change failing so
+    /// makes the engine unhealthy at once, and makes it give up once nothing else has come for
+    /// [`give_up_after`](crate::EngineBuilder::give_up_after).
+    ///
+    /// [`Invalid`](Self::Invalid) and [`Other`](Self::Other) are neither transient nor
+    /// permanent: a call refused as malformed says nothing of the next one.
+    pub fn is_permanent(self) -> bool {
+        matches!(
+            self,
+            Self::QueueNotFound | Self::AccessDenied | Self::KmsRefused | Self::Unsupported
+        )
+    }
+
     /// A short, stable name, as used in logs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -37,6 +62,8 @@ impl CallErrorKind {
             Self::Network => "network",
             Self::QueueNotFound => "queue_not_found",
             Self::AccessDenied => "access_denied",
+            Self::KmsRefused => "kms_refused",
+            Self::Unsupported => "unsupported",
             Self::Invalid => "invalid",
             Self::Other => "other",
         }
@@ -150,6 +177,7 @@ pub(crate) fn is_throttling_code(code: &str) -> bool {
             | "RequestLimitExceeded"
             | "SlowDown"
             | "KmsThrottled"
+            | "KMS.ThrottlingException"
             | "AWS.SimpleQueueService.RequestThrottled"
     )
 }
@@ -164,8 +192,26 @@ mod tests {
         for kind in [Throttled, Server, Network] {
             assert!(kind.is_transient(), "{kind:?}");
         }
-        for kind in [QueueNotFound, AccessDenied, Invalid, Other] {
+        for kind in [
+            QueueNotFound,
+            AccessDenied,
+            KmsRefused,
+            Unsupported,
+            Invalid,
+            Other,
+        ] {
             assert!(!kind.is_transient(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_queue_and_refused_credentials_key_or_call_are_permanent_and_never_transient() {
+        use CallErrorKind::*;
+        for kind in [QueueNotFound, AccessDenied, KmsRefused, Unsupported] {
+            assert!(kind.is_permanent() && !kind.is_transient(), "{kind:?}");
+        }
+        for kind in [Throttled, Server, Network, Invalid, Other] {
+            assert!(!kind.is_permanent(), "{kind:?}");
         }
     }
 }

@@ -32,16 +32,20 @@ impl SendEntry {
         body.len()
             + attributes
                 .iter()
-                .map(|(name, attribute)| {
-                    name.len()
-                        + attribute.data_type.len()
-                        + match &attribute.value {
-                            AttributeValue::String(text) => text.len(),
-                            AttributeValue::Binary(bytes) => bytes.len(),
-                        }
-                })
+                .map(|(name, attribute)| attribute_size(name, attribute))
                 .sum::<usize>()
     }
+}
+
+/// What SQS counts of one message attribute against the message size: its name, data type and
+/// value (text or binary).
+fn attribute_size(name: &str, attribute: &MessageAttribute) -> usize {
+    name.len()
+        + attribute.data_type.len()
+        + match &attribute.value {
+            AttributeValue::String(text) => text.len(),
+            AttributeValue::Binary(bytes) => bytes.len(),
+        }
 }
 
 /// The arguments of one `ReceiveMessage` call.
@@ -80,6 +84,20 @@ pub struct ReceivedMessage {
     pub message_attributes: HashMap<String, MessageAttribute>,
 }
 
+impl ReceivedMessage {
+    /// What SQS counts toward the message's size (as [`SendEntry::size`] does at send): the
+    /// body, and each message attribute's name, data type and value. System attributes are not
+    /// counted.
+    pub(crate) fn size(&self) -> usize {
+        self.body.len()
+            + self
+                .message_attributes
+                .iter()
+                .map(|(name, attribute)| attribute_size(name, attribute))
+                .sum::<usize>()
+    }
+}
+
 /// The queue attributes the engine reads when it opens a queue.
 #[derive(Debug, Clone, Default)]
 pub struct QueueAttributes {
@@ -93,4 +111,38 @@ pub struct QueueAttributes {
     pub redrive_policy: Option<String>,
     /// The queue's access policy, as the JSON SQS stores.
     pub policy: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_received_message_counts_its_attributes_as_a_sent_one_does() {
+        let attributes = vec![
+            (
+                "kind".to_owned(),
+                MessageAttribute {
+                    data_type: "String".to_owned(),
+                    value: AttributeValue::String("order".to_owned()),
+                },
+            ),
+            (
+                "blob".to_owned(),
+                MessageAttribute {
+                    data_type: "Binary.gz".to_owned(),
+                    value: AttributeValue::Binary(vec![0; 100]),
+                },
+            ),
+        ];
+        let received = ReceivedMessage {
+            body: "hello".to_owned(),
+            attributes: HashMap::from([("SentTimestamp".to_owned(), "1".to_owned())]),
+            message_attributes: attributes.iter().cloned().collect(),
+            ..ReceivedMessage::default()
+        };
+        // 5 + (4 + 6 + 5) + (4 + 9 + 100); the system attribute is not counted.
+        assert_eq!(received.size(), 133);
+        assert_eq!(received.size(), SendEntry::size_of("hello", &attributes));
+    }
 }

@@ -13,11 +13,11 @@ use crate::bounded::{
     MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime, Workers,
 };
 use crate::error::{ConfigError, Error};
+use crate::error_policy::HandlerErrorPolicy;
 use crate::fifo::FifoOrder;
 use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells};
 use crate::limits::MAX_VISIBILITY;
 use crate::metrics::StatsCells;
-use crate::outcome::Outcome;
 use crate::queue::Redrive;
 use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
@@ -29,7 +29,7 @@ use crate::system_attributes::SystemAttributes;
 ///
 /// The defaults fit a busy queue on a real network without tuning: up to 128 long-poll
 /// receivers of ten messages (as many run as keep up: one on an idle queue), 64 handlers at
-/// once, up to 4,096 messages and 64 MiB of bodies held, batches that wait at most 5 ms for
+/// once, up to 4,096 messages and 64 MiB of messages held, batches that wait at most 5 ms for
 /// company while a call of their kind is in flight, up to 128 of them in flight per action.
 #[derive(Clone)]
 pub struct EngineBuilder {
@@ -51,7 +51,7 @@ pub struct EngineBuilder {
     heartbeat: bool,
     heartbeat_margin: Option<Duration>,
     fifo_order: FifoOrder,
-    on_handler_error: Outcome,
+    on_handler_error: HandlerErrorPolicy,
     redrive_write: RedriveWrite,
     max_attempts: Option<u32>,
     dead_letter: Option<String>,
@@ -80,7 +80,7 @@ impl Default for EngineBuilder {
             heartbeat: true,
             heartbeat_margin: None,
             fifo_order: FifoOrder::default(),
-            on_handler_error: Outcome::Retry,
+            on_handler_error: HandlerErrorPolicy::default(),
             redrive_write: RedriveWrite::default(),
             max_attempts: None,
             dead_letter: None,
@@ -182,10 +182,12 @@ impl EngineBuilder {
         self
     }
 
-    /// The most bytes of message bodies held at once (each body counted in whole KiB, until
-    /// its message is settled), at least 1 MiB. Receivers wait for room once they have a
+    /// The most bytes of messages held at once, at least 1 MiB: each message's body and
+    /// message attributes (names, data types and values, as SQS counts a message's size),
+    /// counted in whole KiB until it is settled. Receivers wait for room once they have a
     /// receive's messages in hand, so the bound can be passed by what the receives in flight
-    /// bring, never by more. Default 64 MiB.
+    /// bring, never by more; the heartbeat keeps those messages invisible while they wait.
+    /// Default 64 MiB.
     pub fn max_held_bytes(mut self, bytes: usize) -> Self {
         self.max_held_bytes = bytes;
         self
@@ -267,8 +269,10 @@ impl EngineBuilder {
     /// How long before a message's visibility deadline the heartbeat extends it. Default: a
     /// fifth of the visibility timeout, at least 1 s and at most 60 s; never more than half
     /// the timeout. At least 1 s: a smaller margin would send extensions at the deadline
-    /// itself, after SQS may already have handed the message out again. Make it larger than
-    /// the worst delay of a `ChangeMessageVisibilityBatch` call, retries included.
+    /// itself, after SQS may already have handed the message out again. An extension that
+    /// fails is tried again until the deadline (unless SQS refused its receipt handle), so the margin is
+    /// how long a brownout of `ChangeMessageVisibilityBatch` may last without a running message
+    /// being handed out again: make it longer than the outages to ride out.
     pub fn heartbeat_margin(mut self, margin: Duration) -> Self {
         self.heartbeat_margin = Some(margin);
         self
@@ -284,20 +288,31 @@ impl EngineBuilder {
     }
 
     /// How a message is settled when its handler returns an `Err` (see
-    /// [`HandlerResult`](crate::HandlerResult)). Default [`Outcome::Retry`]: the message comes
-    /// back at once, its receive count one higher, and the redrive policy (if any) moves it on
-    /// after its last allowed receive. The error is logged on the message's span either way.
-    pub fn on_handler_error(mut self, outcome: Outcome) -> Self {
-        self.on_handler_error = outcome;
+    /// [`HandlerResult`](crate::HandlerResult)): an [`Outcome`](crate::Outcome) for every
+    /// failure, or an [`ErrorBackoff`](crate::ErrorBackoff) (see [`HandlerErrorPolicy`]).
+    ///
+    /// Default: [`ErrorBackoff::default`](crate::ErrorBackoff::default), the message comes
+    /// back after 1 s, doubling with each receive up to 15 minutes (less up to a quarter at
+    /// random), its receive count one higher each time, and the redrive policy (if any) moves
+    /// it on after its last allowed receive. A handler that keeps failing then costs a few
+    /// receives a minute at first and one per 15 minutes at most, not a loop at full speed.
+    /// [`Outcome::Retry`](crate::Outcome::Retry) was the default before: the message comes
+    /// back at once. The error is logged on the message's span either way.
+    ///
+    /// A backoff's first delay must be at least 1 s and at most its longest, and its longest
+    /// at most 12 hours: [`build`](Self::build) refuses other values with a [`ConfigError`]
+    /// naming `on_handler_error`.
+    pub fn on_handler_error(mut self, policy: impl Into<HandlerErrorPolicy>) -> Self {
+        self.on_handler_error = policy.into();
         self
     }
 
     /// The receives after which SQS moves a message to the dead-letter queue, 1..=1000: the
     /// redrive policy's `maxReceiveCount`. Goes with [`dead_letter`](Self::dead_letter).
     ///
-    /// With a redrive policy, [`Outcome::Drop`] on a delivery at this receive count returns the
-    /// message (visibility 0) instead of deleting it, since the next receive is what moves it
-    /// to the dead-letter queue.
+    /// With a redrive policy, [`Outcome::Drop`](crate::Outcome::Drop) on a delivery at this
+    /// receive count returns the message (visibility 0) instead of deleting it, since the next
+    /// receive is what moves it to the dead-letter queue.
     pub fn max_attempts(mut self, receives: u32) -> Self {
         self.max_attempts = Some(receives);
         self
@@ -337,8 +352,9 @@ impl EngineBuilder {
         self
     }
 
-    /// How long receives may fail in a way retrying cannot mend (the queue was deleted, the
-    /// credentials are refused) before the engine gives up: it stops receiving, lets its
+    /// How long receives, deletes or visibility changes may fail in a way retrying cannot mend
+    /// (the queue was deleted, the credentials or the queue's KMS key are refused), with nothing
+    /// else from that call between, before the engine gives up: it stops receiving, lets its
     /// handlers finish, sends their settlements, and [`run`](Engine::run) returns
     /// [`Error::GaveUp`]. The engine reports itself unhealthy from the first such failure
     /// ([`Engine::health`]). Transient failures (throttling, 5xx, the network) never make it
@@ -439,7 +455,7 @@ impl EngineBuilder {
             backoff: self.backoff,
             heartbeat: self.heartbeat.then_some(heartbeat_margin),
             fifo_order: self.fifo_order,
-            on_handler_error: self.on_handler_error,
+            on_handler_error: self.on_handler_error.validated()?,
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
@@ -454,7 +470,7 @@ pub(crate) const DEFAULT_RECEIVERS: usize = 128;
 /// The most messages held at once, unless told otherwise.
 const DEFAULT_MAX_HELD: usize = 4_096;
 
-/// The most bytes of bodies held at once, unless told otherwise: 64 MiB.
+/// The most bytes of messages held at once, unless told otherwise: 64 MiB.
 const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
 
 #[cfg(test)]
@@ -510,5 +526,32 @@ mod tests {
             .heartbeat_margin(Duration::MAX)
             .build()
             .expect("a margin past half the timeout is shortened to half of it");
+    }
+
+    #[test]
+    fn an_error_backoff_out_of_its_range_is_refused() {
+        use crate::ErrorBackoff;
+
+        let minute = Duration::from_secs(60);
+        refused(
+            builder().on_handler_error(ErrorBackoff::new(Duration::ZERO, minute)),
+            "on_handler_error",
+        );
+        refused(
+            builder().on_handler_error(ErrorBackoff::new(minute, Duration::from_secs(1))),
+            "on_handler_error",
+        );
+        refused(
+            builder().on_handler_error(ErrorBackoff::new(minute, Duration::MAX)),
+            "on_handler_error",
+        );
+        builder()
+            .on_handler_error(ErrorBackoff::new(Duration::from_secs(5), MAX_VISIBILITY))
+            .build()
+            .expect("up to 12 hours");
+        builder()
+            .on_handler_error(crate::Outcome::Retry)
+            .build()
+            .expect("an outcome is a policy");
     }
 }

@@ -187,8 +187,12 @@ pub(crate) fn handle_one<H: Handler>(
             let outcome = match handler.handle(message).await.into_outcome() {
                 Ok(outcome) => outcome,
                 Err(error) => {
-                    let outcome = queue.on_handler_error;
-                    warn!(error = %error, outcome = outcome.as_str(), "handler failed; settling by the error policy");
+                    let outcome = queue.on_handler_error.outcome(ticket.receive_count());
+                    let delay = match outcome {
+                        Outcome::RetryAfter(delay) => Some(delay),
+                        _ => None,
+                    };
+                    warn!(error = %error, outcome = outcome.as_str(), ?delay, "handler failed; settling by the error policy");
                     outcome
                 }
             };

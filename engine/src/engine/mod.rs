@@ -12,11 +12,11 @@ use crate::api::SqsApi;
 use crate::backoff::Backoff;
 use crate::consumer::{Consumer, ConsumerConfig};
 use crate::error::Error;
+use crate::error_policy::HandlerErrorPolicy;
 use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler};
 use crate::health::{HealthCells, HealthHandle};
 use crate::metrics::{Stats, StatsCells};
-use crate::outcome::Outcome;
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
 use crate::settle::Answers;
@@ -78,7 +78,7 @@ pub struct Engine {
     backoff: Backoff,
     heartbeat: Option<Option<Duration>>,
     fifo_order: FifoOrder,
-    on_handler_error: Outcome,
+    on_handler_error: HandlerErrorPolicy,
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,
@@ -136,10 +136,11 @@ impl Engine {
     ///
     /// At startup: [`Error::QueueNotFound`], or [`Error::Open`] when resolving the queue or
     /// reading its attributes fails. Once running, failed calls are retried, logged and
-    /// counted, and the engine keeps going, except when receives fail in a way retrying cannot
-    /// mend (the queue was deleted, the credentials are refused) for longer than
+    /// counted, and the engine keeps going, except when its receives, deletes or visibility
+    /// changes fail in a way retrying cannot mend (the queue was deleted, the credentials or
+    /// the queue's KMS key are refused), and nothing else, for longer than
     /// [`give_up_after`](EngineBuilder::give_up_after): then, once its handlers are done and
-    /// their settlements sent, [`Error::GaveUp`].
+    /// their settlements sent, [`Error::GaveUp`] naming the call.
     ///
     /// # Cancel safety
     ///
@@ -180,7 +181,7 @@ impl Engine {
     /// Opens the queue and starts its receivers, settlement and heartbeat on the current
     /// runtime, handing the deliveries to the caller instead of a handler: see [`Consumer`].
     /// The consumer holds at most [`max_held`](EngineBuilder::max_held) unsettled messages
-    /// (and [`max_held_bytes`](EngineBuilder::max_held_bytes) of bodies), of which at most
+    /// (and [`max_held_bytes`](EngineBuilder::max_held_bytes) of messages), of which at most
     /// `prefetch` (at least one receive batch) received, or being received, and not yet handed
     /// out: it receives as fast as its deliveries are taken.
     ///
@@ -293,10 +294,11 @@ impl Engine {
             Err(_) => {}
         }
         match health.gave_up() {
-            Some((source, failing_for)) => Err(Error::GaveUp {
+            Some(gave_up) => Err(Error::GaveUp {
                 queue: health.queue().to_owned(),
-                failing_for,
-                source,
+                action: gave_up.call.action(),
+                failing_for: gave_up.lasted,
+                source: gave_up.error,
             }),
             None => Ok(stats.snapshot()),
         }

@@ -125,9 +125,13 @@ impl SqsMessage {
         async move {
             #[cfg(feature = "testing")]
             let _counted = counted;
-            settlement
-                .await
-                .map_err(|error| AckError::Broker(Box::new(error)))
+            // The framework's contract: an ack SQS answered with success succeeds. A late one
+            // is logged with its message id and counted (`sqs_engine_late_settlements_total`)
+            // on the way here.
+            match settlement.await {
+                Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
+                Err(error) => Err(AckError::Broker(Box::new(error))),
+            }
         }
     }
 }
@@ -160,6 +164,13 @@ impl IncomingMessage for SqsMessage {
     }
 
     /// Deletes the message (`DeleteMessageBatch`, shared with other settlements).
+    ///
+    /// A delete SQS answered with success after the message's visibility deadline succeeds
+    /// here too, as the framework's conformance contract requires, but is logged with the
+    /// message id and counted in `sqs_engine_late_settlements_total`: SQS answers a delete by an
+    /// outdated receipt handle with success and deletes nothing, so the message may come back.
+    /// The native [`Settlement`](crate::Settlement) reports it as
+    /// [`SettleError::Unconfirmed`](crate::SettleError::Unconfirmed).
     fn ack(self) -> impl Future<Output = Result<(), AckError>> + Send {
         self.settle(Outcome::Ack)
     }
@@ -311,5 +322,44 @@ mod tests {
         assert!(attribute_of("q", "AWS.thing", b"v").is_err());
         let (_, binary) = attribute_of("q", "bin", &[0xff, 0x00]).expect("binary");
         assert_eq!(binary.data_type, "Binary");
+    }
+
+    /// On a paused clock, on the in-process SQS: an ack answered after the message's
+    /// visibility lapsed (SQS may have handed it out again, and then deletes nothing) succeeds,
+    /// as the framework requires; `settle::tests` shows it counted late.
+    #[tokio::test(start_paused = true)]
+    async fn an_ack_answered_after_the_visibility_lapsed_succeeds_and_is_counted_late() {
+        use ::ruststream::{Broker, ConnectedBroker, Subscriber};
+        use futures::StreamExt;
+
+        let sqs = crate::testing::InProcessSqs::new();
+        sqs.send("orders", "one").expect("sent");
+        let connected = super::super::SqsBroker::new()
+            .api(sqs.clone())
+            .connect()
+            .await
+            .expect("connect");
+        let mut subscriber = connected
+            .subscribe_queue(
+                super::super::SqsQueue::new("orders")
+                    .visibility(Duration::from_secs(2))
+                    .heartbeat(false),
+            )
+            .await
+            .expect("subscribe");
+        let delivery = {
+            let mut stream = Box::pin(subscriber.stream());
+            stream
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("it decodes")
+        };
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        delivery.ack().await.expect(
+            "a late ack succeeds: the framework's contract (the settlement counts it late)",
+        );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
     }
 }

@@ -63,11 +63,8 @@ pub(crate) struct Batch<T> {
 pub(crate) type CoalescerConfig = BatchConfig;
 
 /// Batch calls in flight worth allowing per second of their round trip: enough for 15,000
-/// calls a second of one lane (150,000 messages). One engine process on two cores settles about
-/// 90,000 messages a second (`loadtest compare`, ack-only, with the embedded server on the same
-/// cores); with room for 60,000, settlement was what held it back at a round trip of a
-/// millisecond or more (at 0.5 ms a call its receivers waited for it a third of their time).
-/// See the README for the measurements.
+/// calls a second of one lane (150,000 messages), above what one engine process settles, so
+/// that settlement never holds the receivers back (docs/benchmarks.md has the measurements).
 const CALLS_PER_ROUND_TRIP_SECOND: f64 = 15_000.0;
 
 /// The fewest calls of a lane allowed in flight, whatever the round trip: a full batch

@@ -6,6 +6,16 @@
 //! independently share `ChangeMessageVisibilityBatch` calls with each other and with retries.
 //! No extension reaches past 12 hours from the receive: the last one ends there.
 //!
+//! An extension that fails transiently (its call throttled or failing past the call's retry
+//! budget) is tried again, a short backoff later (see [`retry_delay`]), for as long as the
+//! delivery's known deadline has not passed: a brownout longer than one call's retries does
+//! not end the heartbeat. Only once the deadline has come, when SQS may already have handed
+//! the message out again, does the heartbeat give the delivery up. SQS refusing the entry
+//! itself for good (a receipt handle it no longer knows) gives it up at once: sending the same
+//! handle again cannot mend that. A whole call refused (access denied, expired credentials) is
+//! tried again like a transient failure: it may be mended before the deadline, which bounds
+//! the tries (each failed call is logged as it fails).
+//!
 //! [`Schedule`] is pure: no I/O, no clock; `now` is passed in.
 
 use std::collections::{BTreeSet, HashMap};
@@ -61,7 +71,8 @@ enum Phase {
     Waiting,
     /// An extension was asked for and has no answer yet.
     Extending,
-    /// No more extensions: the last one reached the 12-hour window's end, or one failed.
+    /// No more extensions: the last one reached the 12-hour window's end, or the heartbeat
+    /// gave the delivery up (see [`Schedule::failed`]).
     Done,
 }
 
@@ -72,6 +83,38 @@ struct Tracked {
     deadline: Instant,
     window_end: Instant,
     phase: Phase,
+    /// When its next extension falls due; its place in [`Schedule::due`] while
+    /// [`Phase::Waiting`].
+    due: Instant,
+    /// Extensions that failed in a row since the last applied one.
+    failures: u32,
+}
+
+/// What the heartbeat does for a delivery whose extension failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterFailure {
+    /// Settled (or dropped) meanwhile: no longer tracked, nothing to do.
+    Untracked,
+    /// It tries again at `due`, which is no later than the known `deadline`.
+    Retry { due: Instant, deadline: Instant },
+    /// No more extensions: the known deadline has passed, or SQS refused for good. The
+    /// message may be handed out again while its handler runs.
+    GaveUp,
+}
+
+/// The first delay before an extension that failed is tried again, doubling with each failure
+/// in a row (see [`retry_delay`]).
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+
+/// How long after its `failures`-th failure in a row (1 for the first) an extension is tried
+/// again, with a heartbeat margin of `margin`: one second, doubling, at most a quarter of the
+/// margin (never under a second, SQS's unit of visibility), so that several tries fit between
+/// the due time and the deadline, and a brownout costs a call every few seconds, not a busy
+/// loop. Each try is a call with its own retries besides.
+pub(crate) fn retry_delay(failures: u32, margin: Duration) -> Duration {
+    let ceiling = (margin / 4).max(FIRST_RETRY);
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST_RETRY.saturating_mul(1 << doublings).min(ceiling)
 }
 
 /// An extension to ask for.
@@ -115,7 +158,7 @@ pub(crate) struct Schedule {
     config: HeartbeatConfig,
     next_key: u64,
     tracked: HashMap<u64, Tracked, BuildHasherDefault<KeyHasher>>,
-    /// `(due, key)` for every delivery in [`Phase::Waiting`].
+    /// `(due, key)` for every delivery in [`Phase::Waiting`], as in its [`Tracked::due`].
     due: BTreeSet<(Instant, u64)>,
 }
 
@@ -153,6 +196,8 @@ impl Schedule {
                 deadline,
                 window_end,
                 phase: Phase::Waiting,
+                due,
+                failures: 0,
             },
         );
         self.due.insert((due, key));
@@ -164,15 +209,20 @@ impl Schedule {
     pub(crate) fn deregister(&mut self, key: u64) -> Option<Instant> {
         let tracked = self.tracked.remove(&key)?;
         if tracked.phase == Phase::Waiting {
-            self.due.remove(&(self.due_at(tracked.deadline), key));
+            self.due.remove(&(tracked.due, key));
         }
         Some(tracked.deadline)
     }
 
-    /// The extensions due at `now`, and those due within the slack after it. Each is marked
-    /// as extending until [`extended`](Self::extended) or [`failed`](Self::failed).
+    /// The extensions due at `now`, and with them those due within the slack after it; none
+    /// while none is due (the slack counts from a due one, so that a retry's backoff is kept
+    /// whenever the driver looks). Each is marked as extending until
+    /// [`extended`](Self::extended) or [`failed`](Self::failed).
     pub(crate) fn poll_due(&mut self, now: Instant) -> Vec<Extension> {
         let mut extensions = Vec::new();
+        if self.next_due().is_none_or(|due| due > now) {
+            return extensions;
+        }
         self.take_due(now, now + self.config.slack, usize::MAX, &mut extensions);
         extensions
     }
@@ -240,23 +290,41 @@ impl Schedule {
         let due = self.due_at(deadline);
         let tracked = self.tracked.get_mut(&key)?;
         tracked.deadline = deadline;
+        tracked.failures = 0;
         if last {
             tracked.phase = Phase::Done;
             return None;
         }
         tracked.phase = Phase::Waiting;
+        tracked.due = due;
         self.due.insert((due, key));
         Some(due)
     }
 
-    /// An extension finally failed: no more are tried for this delivery.
-    pub(crate) fn failed(&mut self, key: u64) -> bool {
-        match self.tracked.get_mut(&key) {
-            Some(tracked) => {
-                tracked.phase = Phase::Done;
-                true
-            }
-            None => false,
+    /// An extension failed at `now`, for good (`permanent`: SQS refused it in a way sending it
+    /// again cannot mend) or after its call's retries. Before the delivery's known deadline, a
+    /// transient failure puts it back to wait for a retry (see [`retry_delay`]), due no later
+    /// than that deadline; a permanent one, or one at or past the deadline, gives it up.
+    pub(crate) fn failed(&mut self, key: u64, now: Instant, permanent: bool) -> AfterFailure {
+        let Some(tracked) = self.tracked.get_mut(&key) else {
+            return AfterFailure::Untracked;
+        };
+        if tracked.phase == Phase::Waiting {
+            // Not in flight after all: its place among the due times goes.
+            self.due.remove(&(tracked.due, key));
+        }
+        if permanent || now >= tracked.deadline || crate::defect!(HeartbeatGivesUpOnFailure) {
+            tracked.phase = Phase::Done;
+            return AfterFailure::GaveUp;
+        }
+        tracked.failures = tracked.failures.saturating_add(1);
+        let due = (now + retry_delay(tracked.failures, self.config.margin)).min(tracked.deadline);
+        tracked.phase = Phase::Waiting;
+        tracked.due = due;
+        self.due.insert((due, key));
+        AfterFailure::Retry {
+            due,
+            deadline: tracked.deadline,
         }
     }
 
@@ -362,7 +430,11 @@ mod tests {
         let c = register(&mut s, "c", start + Duration::from_secs(4));
         let due = s.poll_due(start + Duration::from_secs(24));
         assert_eq!(keys(&due), [a, b], "b is within the 3 s slack, c is not");
-        assert_eq!(keys(&s.poll_due(start + Duration::from_secs(25))), [c]);
+        assert!(
+            s.poll_due(start + Duration::from_secs(25)).is_empty(),
+            "the slack counts from a due extension, not from whenever the schedule is polled"
+        );
+        assert_eq!(keys(&s.poll_due(start + Duration::from_secs(28))), [c]);
     }
 
     #[test]
@@ -480,15 +552,99 @@ mod tests {
         assert!(s.poll_due(received + MAX_VISIBILITY * 2).is_empty());
     }
 
+    /// Registers `a` at `start` and takes its first extension (due at 24 s): in flight.
+    fn extending(s: &mut Schedule, start: Instant) -> u64 {
+        let a = register(s, "a", start);
+        assert_eq!(keys(&s.poll_due(start + Duration::from_secs(24))), [a]);
+        a
+    }
+
     #[test]
-    fn a_failed_extension_stops_the_heartbeat_for_that_delivery_only() {
+    fn a_transient_failure_before_the_deadline_is_tried_again_a_second_later() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let a = extending(&mut s, start);
+        let failed_at = start + Duration::from_secs(25);
+        assert_eq!(
+            s.failed(a, failed_at, false),
+            AfterFailure::Retry {
+                due: failed_at + Duration::from_secs(1),
+                deadline: start + VT,
+            }
+        );
+        assert_eq!(s.next_due(), Some(failed_at + Duration::from_secs(1)));
+        assert!(
+            s.poll_due(failed_at).is_empty(),
+            "not again at once: no busy loop"
+        );
+        let again = s.poll_due(failed_at + Duration::from_secs(1));
+        assert_eq!(keys(&again), [a], "tried again");
+        assert!(!again[0].last);
+    }
+
+    #[test]
+    fn failures_in_a_row_back_off_and_never_fall_due_past_the_deadline() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let a = extending(&mut s, start);
+        let deadline = start + VT;
+        let mut now = start + Duration::from_secs(24);
+        let mut delays = Vec::new();
+        loop {
+            match s.failed(a, now, false) {
+                AfterFailure::Retry { due, deadline: d } => {
+                    assert_eq!(d, deadline);
+                    assert!(due <= deadline, "never due past the known deadline");
+                    assert!(due > now, "never due at once");
+                    delays.push(due - now);
+                    assert_eq!(keys(&s.poll_due(due)), [a]);
+                    now = due;
+                }
+                AfterFailure::GaveUp => break,
+                AfterFailure::Untracked => panic!("still tracked"),
+            }
+        }
+        assert_eq!(now, deadline, "tried until the deadline, given up at it");
+        // A 6 s margin: 1 s, then at most a quarter of the margin (1.5 s), and the last one
+        // cut short at the deadline.
+        assert_eq!(delays[0], Duration::from_secs(1));
+        assert!(
+            delays[1..]
+                .iter()
+                .all(|d| *d <= Duration::from_millis(1_500))
+        );
+        assert_eq!(s.next_due(), None, "nothing more for it");
+        assert_eq!(
+            s.deadline(a),
+            Some(deadline),
+            "its deadline stays the last known"
+        );
+    }
+
+    #[test]
+    fn the_retry_delay_doubles_up_to_a_quarter_of_the_margin() {
+        let margin = Duration::from_secs(60);
+        let delays: Vec<u64> = (1..=6)
+            .map(|failures| retry_delay(failures, margin).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 15, 15]);
+        assert_eq!(
+            retry_delay(3, Duration::from_secs(1)),
+            Duration::from_secs(1),
+            "never under a second"
+        );
+        assert_eq!(retry_delay(u32::MAX, margin), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_failure_past_the_deadline_gives_that_delivery_up_and_no_other() {
         let start = Instant::now();
         let mut s = schedule();
         let a = register(&mut s, "a", start);
         let b = register(&mut s, "b", start);
         let due = s.poll_due(start + Duration::from_secs(24));
         assert_eq!(due.len(), 2);
-        s.failed(a);
+        assert_eq!(s.failed(a, start + VT, false), AfterFailure::GaveUp);
         s.extended(b, start + Duration::from_secs(24), 30, false);
         let later = s.poll_due(start + Duration::from_secs(48));
         assert_eq!(keys(&later), [b]);
@@ -497,6 +653,63 @@ mod tests {
             Some(start + VT),
             "its deadline stays the last known"
         );
+    }
+
+    #[test]
+    fn a_permanent_refusal_gives_the_delivery_up_at_once() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let a = extending(&mut s, start);
+        assert_eq!(
+            s.failed(a, start + Duration::from_secs(24), true),
+            AfterFailure::GaveUp
+        );
+        assert_eq!(s.next_due(), None);
+        assert!(s.poll_due(start + VT).is_empty());
+    }
+
+    #[test]
+    fn an_applied_extension_after_failures_starts_the_backoff_afresh() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let a = extending(&mut s, start);
+        let mut now = start + Duration::from_secs(24);
+        for _ in 0..2 {
+            let AfterFailure::Retry { due, .. } = s.failed(a, now, false) else {
+                panic!("tried again");
+            };
+            s.poll_due(due);
+            now = due;
+        }
+        s.extended(a, now, 30, false);
+        let next = s.next_due().expect("the next extension");
+        assert_eq!(next, now + Duration::from_secs(24));
+        s.poll_due(next);
+        assert_eq!(
+            s.failed(a, next, false),
+            AfterFailure::Retry {
+                due: next + Duration::from_secs(1),
+                deadline: now + VT,
+            },
+            "one second again, as after a first failure"
+        );
+    }
+
+    #[test]
+    fn a_delivery_settled_while_waiting_for_a_retry_leaves_nothing_due() {
+        let start = Instant::now();
+        let mut s = schedule();
+        let a = extending(&mut s, start);
+        s.failed(a, start + Duration::from_secs(24), false);
+        assert!(s.next_due().is_some());
+        assert_eq!(s.deregister(a), Some(start + VT));
+        assert_eq!(s.next_due(), None, "no wake-up left for it");
+        assert_eq!(
+            s.failed(a, start + Duration::from_secs(25), false),
+            AfterFailure::Untracked,
+            "a late answer for it changes nothing"
+        );
+        assert_eq!(s.next_due(), None);
     }
 
     #[test]

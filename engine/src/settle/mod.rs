@@ -28,6 +28,7 @@ use tracing::{Instrument, debug, warn};
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult, SqsApi};
 use crate::backoff::Backoff;
 use crate::error::SettleError;
+use crate::health::{Call, HealthCells};
 use crate::lane::Lane;
 use crate::metrics::{Action, QueueMetrics};
 use crate::outcome::Outcome;
@@ -35,7 +36,7 @@ use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::round_trip::{LoadedRoundTrip, RoundTrip};
 use crate::sleep::sleep_until_or_forever;
 use coalescer::{Batch, CoalescerConfig, Entry};
-use heartbeat::HeartbeatConfig;
+use heartbeat::{AfterFailure, HeartbeatConfig};
 pub(crate) use state::{Answers, DeleteFill};
 use state::{Closed, SettleState, Token};
 use visibility::VisibilityTarget;
@@ -81,9 +82,13 @@ pub(crate) struct Settler {
     calls_in_flight: AtomicUsize,
     state: Mutex<SettleState<Completion>>,
     wake: Notify,
-    /// Told whenever batches go out: receivers waiting for a settlement backlog to clear
-    /// look again.
-    sent: Notify,
+    /// Told whenever the settlement backlog shrinks: batches go out, a delivery dropped
+    /// unsettled takes its pending extension out, more calls are allowed in flight. Receivers
+    /// waiting for the backlog to clear look again.
+    shrunk: Notify,
+    /// Told how the batch calls fare: one failing in a way retrying cannot mend makes the
+    /// engine unhealthy, and in time makes it give up.
+    health: Arc<HealthCells>,
     /// What keeps the settlement open: the last hold released drains it.
     pub(crate) holds: Arc<hold::Holds>,
 }
@@ -102,6 +107,8 @@ pub(crate) struct SettlerConfig {
     pub(crate) round_trip: Arc<RoundTrip>,
     /// What an idle delete lane does with a partial batch.
     pub(crate) delete_fill: DeleteFill,
+    /// The engine's health, which the batch calls feed.
+    pub(crate) health: Arc<HealthCells>,
 }
 
 impl Settler {
@@ -121,7 +128,8 @@ impl Settler {
                 config.delete_fill,
             )),
             wake: Notify::new(),
-            sent: Notify::new(),
+            shrunk: Notify::new(),
+            health: config.health,
             holds: Arc::default(),
         }
     }
@@ -135,13 +143,13 @@ impl Settler {
     /// Cancel safe: it only waits.
     pub(crate) async fn until_not_backlogged(&self) {
         loop {
-            let sent = self.sent.notified();
-            tokio::pin!(sent);
-            sent.as_mut().enable();
+            let shrunk = self.shrunk.notified();
+            tokio::pin!(shrunk);
+            shrunk.as_mut().enable();
             if !self.lock().is_backlogged() {
                 return;
             }
-            sent.await;
+            shrunk.await;
         }
     }
 
@@ -172,7 +180,15 @@ impl Settler {
     /// Stops keeping a delivery invisible, when it is dropped unsettled; returns its deadline
     /// as last known. Never awaits: safe from `Drop`.
     pub(crate) fn forget(&self, key: u64) -> Option<Instant> {
-        self.lock().forget(key)
+        let mut state = self.lock();
+        let backlogged = state.is_backlogged();
+        let deadline = state.forget(key);
+        let cleared = backlogged && !state.is_backlogged();
+        drop(state);
+        if cleared {
+            self.shrunk.notify_waiters();
+        }
+        deadline
     }
 }
 
@@ -265,6 +281,12 @@ pub(crate) fn take_due(settler: &Settler) -> usize {
 /// Resolves when SQS has answered for the message's entry: `Ok(())` means the delete or the
 /// visibility change took effect.
 ///
+/// # Errors
+///
+/// A [`SettleError`]: SQS refused the entry, the call kept failing, the engine had stopped,
+/// or ([`SettleError::Unconfirmed`]) SQS answered a delete after the message's visibility
+/// deadline, when the delete may have removed nothing and the message may come back.
+///
 /// # Cancel safety
 ///
 /// The settlement was queued when this value was made. Dropping it does not withdraw the
@@ -327,7 +349,19 @@ fn answer(
                     "settlement applied after the message's visibility deadline: it may have been delivered again"
                 );
             }
-            Ok(())
+            // SQS answers a delete by an outdated receipt handle with success and deletes
+            // nothing: a delete answered after the message's visibility deadline, when SQS may
+            // have handed the message out again, does not confirm that it is gone. A
+            // visibility change by an outdated handle is refused, so its success stands.
+            if late && lane == Lane::Delete {
+                Err(SettleError::Unconfirmed {
+                    queue: settler.name.to_string(),
+                    message_id: completion.message_id.to_string(),
+                    late_by: now.saturating_duration_since(completion.visible_until),
+                })
+            } else {
+                Ok(())
+            }
         }
         Err(failure) => {
             let queue_name = settler.name.to_string();
@@ -360,10 +394,7 @@ fn answer(
             Err(error)
         }
     };
-    // SQS answers a delete by an outdated receipt handle with success and deletes nothing: a
-    // delete answered after the message's visibility deadline, when SQS may have handed the
-    // message out again, does not confirm that it is gone.
-    let confirmed = result.is_ok() && !(lane == Lane::Delete && late);
+    let confirmed = result.is_ok();
     if let Some(tx) = completion.tx.take() {
         // The receiver may be gone: the entry was sent all the same.
         let _ = tx.send(result);
@@ -373,7 +404,15 @@ fn answer(
     }
 }
 
-/// Records the answer for a heartbeat's extension.
+/// Why an extension failed, and whether sending it again could mend it: not when SQS refused
+/// the entry itself (its receipt handle is no longer valid), nor once the engine stopped.
+struct ExtensionFailure {
+    error: String,
+    permanent: bool,
+}
+
+/// Records the answer for a heartbeat's extension. A failed one is tried again before the
+/// message's known deadline, unless permanent (see [`heartbeat::Schedule::failed`]).
 fn answer_extension(
     settler: &Settler,
     key: u64,
@@ -381,7 +420,7 @@ fn answer_extension(
     last: bool,
     sent_at: Instant,
     seconds: u32,
-    result: Result<(), String>,
+    result: Result<(), ExtensionFailure>,
 ) {
     match result {
         Ok(()) => {
@@ -398,19 +437,38 @@ fn answer_extension(
                 );
             }
         }
-        Err(error) => {
-            if !settler.lock().failed(key) {
-                // Settled while its extension was in flight: the settlement decides.
-                debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
-                return;
+        Err(ExtensionFailure { error, permanent }) => {
+            let now = Instant::now();
+            let (after, wake) = settler.lock().failed(key, now, permanent);
+            if wake {
+                settler.wake.notify_one();
             }
-            settler.metrics.extension(false);
-            warn!(
-                queue = %settler.name,
-                message_id,
-                error = %error,
-                "visibility extension failed: the message may be delivered again before it is settled"
-            );
+            match after {
+                AfterFailure::Untracked => {
+                    // Settled while its extension was in flight: the settlement decides.
+                    debug!(queue = %settler.name, message_id, error = %error, "extension of a settled message failed");
+                }
+                AfterFailure::Retry { due, deadline } => {
+                    debug!(
+                        queue = %settler.name,
+                        message_id,
+                        error = %error,
+                        retry_in = ?due.saturating_duration_since(now),
+                        deadline_in = ?deadline.saturating_duration_since(now),
+                        "visibility extension failed; trying again before the message's deadline"
+                    );
+                }
+                AfterFailure::GaveUp => {
+                    settler.metrics.extension(false);
+                    warn!(
+                        queue = %settler.name,
+                        message_id,
+                        error = %error,
+                        permanent,
+                        "visibility extension failed: the message may be delivered again before it is settled"
+                    );
+                }
+            }
         }
     }
 }
@@ -434,7 +492,7 @@ pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker
             (batches, state.next_deadline(), state.is_draining(), done)
         };
         if !batches.is_empty() {
-            settler.sent.notify_waiters();
+            settler.shrunk.notify_waiters();
         }
         for batch in batches {
             settler
@@ -472,6 +530,10 @@ async fn execute(settler: Arc<Settler>, batch: Batch<Token<Completion>>) {
         settler: &settler,
         lane,
         action: Action::of_lane(lane),
+        call: match lane {
+            Lane::Delete => Call::Delete,
+            Lane::Visibility => Call::ChangeVisibility,
+        },
     };
     send_per_entry(&call, &settler.backoff, batch.entries, waiters).await;
 }
@@ -481,6 +543,8 @@ struct SettleCall<'a> {
     settler: &'a Settler,
     lane: Lane,
     action: Action,
+    /// The same call, as the engine's health follows it.
+    call: Call,
 }
 
 impl BatchCall for SettleCall<'_> {
@@ -501,6 +565,8 @@ impl BatchCall for SettleCall<'_> {
     fn called(&self, ok: bool, _entries: usize, sent_at: Instant) {
         self.settler.metrics.call(self.action, ok);
         if ok {
+            // Lock-free unless a failure retrying cannot mend is on record.
+            self.settler.health.call_succeeded(self.call);
             let took = sent_at.elapsed();
             self.settler.round_trip.sample(took);
             let in_flight = self.settler.calls_in_flight.load(Ordering::Relaxed);
@@ -528,6 +594,8 @@ impl BatchCall for SettleCall<'_> {
     }
 
     fn call_failed(&self, error: &CallError, attempt: u32, again: bool, entries: usize) {
+        // Giving up stops the receivers; the settlements still go out.
+        self.settler.health.call_failed(self.call, error);
         let (queue, action) = (&self.settler.name, self.action.as_str());
         if again {
             warn!(queue = %queue, action, attempt, error = %error, "batch call failed; retrying");
@@ -569,11 +637,17 @@ impl Drop for CallInFlight {
         self.settler.calls_in_flight.fetch_sub(1, Ordering::Relaxed);
         let calls = &self.settler.calls_round_trip;
         let mut state = self.settler.lock();
+        let backlogged = state.is_backlogged();
         if let Some(rtt) = calls.now() {
             state.round_trip(rtt, calls.queueing());
         }
         state.finish(self.lane, &self.receipts);
+        // A longer round trip allows more calls in flight, and the backlog is measured by them.
+        let cleared = backlogged && !state.is_backlogged();
         drop(state);
+        if cleared {
+            self.settler.shrunk.notify_waiters();
+        }
         self.settler.wake.notify_one();
     }
 }
@@ -618,9 +692,21 @@ fn finish_entry(
         } => {
             let result = match failure {
                 None => Ok(()),
-                Some(Failure::Rejected(failure)) => Err(failure.to_string()),
-                Some(Failure::Call { error, .. }) => Err(error.to_string()),
-                Some(Failure::Stopped) => Err("the engine stopped".to_owned()),
+                Some(Failure::Rejected(failure)) => Err(ExtensionFailure {
+                    permanent: !failure.is_transient(),
+                    error: failure.to_string(),
+                }),
+                // A call that failed as a whole, even in a way retrying cannot mend at once
+                // (access denied, expired credentials), is tried again until the deadline: it
+                // may be mended by then, and the deadline bounds the tries.
+                Some(Failure::Call { error, .. }) => Err(ExtensionFailure {
+                    permanent: false,
+                    error: error.to_string(),
+                }),
+                Some(Failure::Stopped) => Err(ExtensionFailure {
+                    error: "the engine stopped".to_owned(),
+                    permanent: true,
+                }),
             };
             answer_extension(settler, key, &message_id, last, sent_at, seconds, result);
         }
@@ -910,6 +996,52 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_is_refused_is_given_up()
+     {
+        // A paused clock: the extension falls due 24 s in, and its retry a second later.
+        let api = StandIn::scripted(vec![
+            Err(CallError::new(
+                CallErrorKind::AccessDenied,
+                "credentials expired",
+            )),
+            Ok(vec![failed("ReceiptHandleIsInvalid", true)]),
+        ]);
+        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
+        let (drain, tracker) = start_driver(&queue);
+        let start = Instant::now();
+        let key = queue.settler.register(
+            Arc::from("r"),
+            Arc::from("id-r"),
+            start + Duration::from_secs(30),
+            start + crate::limits::MAX_VISIBILITY,
+        );
+        tokio::time::sleep(Duration::from_secs(24)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            api.calls().len(),
+            1,
+            "the refused call is not retried at once"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            api.calls().len(),
+            2,
+            "a call refused as a whole is tried again before the deadline"
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            api.calls(),
+            vec![vec!["r=30"], vec!["r=30"]],
+            "a receipt handle refused for good is not tried again"
+        );
+        assert_eq!(queue.metrics_stats().extensions.failed, 1);
+        assert!(queue.settler.forget(key.expect("tracked")).is_some());
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_batch_call_that_panics_fails_its_entries_and_frees_its_lane() {
         let api = StandIn::panicking();
         let queue = queue(Arc::clone(&api)).await;
@@ -952,5 +1084,73 @@ mod tests {
         tracker.wait().await;
         assert_eq!(api.calls(), vec![vec!["a"]]);
         assert_eq!(queue.metrics_stats().acked.ok, 1);
+    }
+
+    /// On a paused clock (the heartbeat's deadlines are tokio's): a receiver waiting for the
+    /// settlement backlog to clear wakes when deliveries dropped unsettled take their pending
+    /// extensions out of it, though no batch goes out and no call finishes.
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_cleared_by_dropped_deliveries_wakes_the_waiting_receivers() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue_with_heartbeat(api).await;
+        let start = Instant::now();
+        let keys: Vec<u64> = (0..100)
+            .filter_map(|i| {
+                queue.settler.register(
+                    Arc::from(format!("r{i}")),
+                    Arc::from(format!("id-{i}")),
+                    start + Duration::from_secs(30),
+                    start + crate::limits::MAX_VISIBILITY,
+                )
+            })
+            .collect();
+        assert_eq!(keys.len(), 100);
+        // Every extension is due (6 s before the deadline). No driver runs: the four calls
+        // allowed take forty of them and never finish; sixty wait, a backlog.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let batches = queue.settler.lock().poll(Instant::now());
+        assert_eq!(batches.len(), 4);
+        assert!(queue.settler.lock().is_backlogged());
+        let waiter = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.settler.until_not_backlogged().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the receiver waits for the backlog");
+        for key in keys {
+            queue.settler.forget(key);
+        }
+        assert!(!queue.settler.lock().is_backlogged());
+        tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("the receiver wakes once the backlog is gone")
+            .expect("the waiter ends");
+    }
+
+    /// On a paused clock: a delete SQS answers after the message's visibility deadline is not
+    /// reported as done (SQS answers a delete by an outdated receipt handle with success and
+    /// deletes nothing); a visibility change answered as late is (SQS refuses one by an
+    /// outdated receipt handle, so its success took effect). Both are counted late.
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_answered_after_the_deadline_is_unconfirmed_and_says_how_late() {
+        let api = StandIn::scripted(Vec::new());
+        let queue = queue(Arc::clone(&api)).await;
+        let mut ack = request("a", Outcome::Ack);
+        let mut retry = request("b", Outcome::Retry);
+        ack.visible_until = Instant::now();
+        retry.visible_until = Instant::now();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let answers = settle_all(&queue, vec![ack, retry]).await;
+        assert!(
+            matches!(
+                &answers[0],
+                Err(SettleError::Unconfirmed { message_id, late_by, .. })
+                    if message_id == "id-a" && *late_by >= Duration::from_secs(3)
+            ),
+            "{:?}",
+            answers[0]
+        );
+        assert!(answers[1].is_ok(), "{:?}", answers[1]);
+        assert_eq!(queue.metrics_stats().late_settlements, 2);
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::coalescer::{Batch, Coalescer, CoalescerConfig, Entry};
-use super::heartbeat::{HeartbeatConfig, Schedule};
+use super::heartbeat::{AfterFailure, HeartbeatConfig, Schedule};
 use super::visibility::VisibilityTarget;
 use crate::lane::Lane;
 
@@ -300,12 +300,27 @@ impl<S> SettleState<S> {
         next.is_some_and(|due| self.wakes(due))
     }
 
-    /// An extension failed for good. Returns whether the delivery was still tracked: when it
-    /// was settled meanwhile, its extension failing is of no consequence.
-    pub(crate) fn failed(&mut self, key: u64) -> bool {
-        self.schedule
+    /// An extension failed at `now`, `permanent`ly or after its call's retries: see
+    /// [`Schedule::failed`]. Returns what becomes of the delivery (untracked when it was
+    /// settled meanwhile: its extension failing is of no consequence), and whether the driver
+    /// must wake for a retry.
+    pub(crate) fn failed(
+        &mut self,
+        key: u64,
+        now: Instant,
+        permanent: bool,
+    ) -> (AfterFailure, bool) {
+        let after = self
+            .schedule
             .as_mut()
-            .is_some_and(|schedule| schedule.failed(key))
+            .map_or(AfterFailure::Untracked, |schedule| {
+                schedule.failed(key, now, permanent)
+            });
+        let wake = match after {
+            AfterFailure::Retry { due, .. } => self.wakes(due),
+            AfterFailure::Untracked | AfterFailure::GaveUp => false,
+        };
+        (after, wake)
     }
 
     /// From now on every pending entry goes out at once, and no more extensions.
@@ -716,9 +731,22 @@ mod tests {
         let start = Instant::now();
         let mut s = state();
         let key = register(&mut s, "r", start);
-        assert!(s.failed(key));
+        let at = start + Duration::from_secs(24);
+        assert_eq!(s.poll(at).len(), 1, "the extension goes out");
+        let (after, wake) = s.failed(key, at, false);
+        assert_eq!(
+            after,
+            AfterFailure::Retry {
+                due: at + Duration::from_secs(1),
+                deadline: start + VT,
+            }
+        );
+        assert!(
+            wake,
+            "the driver sleeps with nothing due: the retry wakes it"
+        );
         s.forget(key);
-        assert!(!s.failed(key));
+        assert_eq!(s.failed(key, at, false), (AfterFailure::Untracked, false));
     }
 
     #[test]

@@ -14,6 +14,14 @@ pub enum Defect {
     /// A FIFO group's next message received in the same batch starts without waiting for the
     /// turn of the one before it.
     FifoNextStartedEarly,
+    /// The heartbeat gives a message up after one extension's call has failed, though its
+    /// deadline is still ahead.
+    HeartbeatGivesUpOnFailure,
+    /// The FIFO gate waits for the messages it returned at their last allowed receive (which
+    /// SQS moves to the dead-letter queue) and returns later messages of their group that
+    /// arrive meanwhile, whatever their receive count: the group drains into the dead-letter
+    /// queue unseen.
+    FifoWaitsForTheDeadLettered,
 }
 
 thread_local! {

@@ -44,8 +44,11 @@ impl InProcessSqs {
         queue.messages.release_due(now);
         if queue.fifo
             && let Some(id) = request.attempt_id
-            && let Some(again) = queue.attempt_again(id, now)
+            && let Some(again) =
+                queue.attempt_again(id, now, Duration::from_secs(u64::from(visibility)))
         {
+            // Their visibility starts again: the receivers waiting for them look again then.
+            self.wake_after(&state, name, Duration::from_secs(u64::from(visibility)));
             return again;
         }
         let mut taken = Vec::with_capacity(usize::from(request.max_messages));
@@ -162,6 +165,7 @@ impl InProcessSqs {
             // An older handle of a message received again, or one of a message already
             // deleted: SQS answers success, and nothing is deleted.
             let removed = if queue.holds(&receipt) {
+                queue.forget_attempts_of(handle);
                 queue.messages.delete(receipt.seq, receipt.receive_count)
             } else {
                 None
@@ -217,6 +221,7 @@ impl InProcessSqs {
             };
             match changed {
                 Ok(message_id) => {
+                    queue.forget_attempts_of(handle);
                     notes.push((
                         message_id.to_owned(),
                         Change::VisibilityChanged {

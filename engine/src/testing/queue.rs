@@ -2,7 +2,7 @@
 //! ([`Messages`]).
 
 use std::collections::HashMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -79,17 +79,46 @@ impl Queue {
 
     /// What the receive with attempt id `id` got, for its retry within five minutes, if none
     /// of those messages was deleted or changed since (each is still in flight from that
-    /// receive).
-    pub(super) fn attempt_again(&mut self, id: &str, now: Instant) -> Option<Vec<ReceivedMessage>> {
+    /// receive). The retry resets their visibility timeout, to `visibility` from `now`, as
+    /// SQS does.
+    pub(super) fn attempt_again(
+        &mut self,
+        id: &str,
+        now: Instant,
+        visibility: Duration,
+    ) -> Option<Vec<ReceivedMessage>> {
         self.attempts
             .retain(|_, (at, _)| now.saturating_duration_since(*at) < DEDUPLICATION_WINDOW);
         let (_, received) = self.attempts.get(id)?;
-        let unchanged = received.iter().all(|message| {
-            Receipt::parse(&message.receipt_handle).is_some_and(|receipt| {
-                self.holds(&receipt) && self.messages.in_flight(receipt.seq, receipt.receive_count)
+        let receipts: Vec<(u64, u32)> = received
+            .iter()
+            .map(|message| {
+                Receipt::parse(&message.receipt_handle)
+                    .filter(|receipt| {
+                        self.holds(receipt)
+                            && self.messages.in_flight(receipt.seq, receipt.receive_count)
+                    })
+                    .map(|receipt| (receipt.seq, receipt.receive_count))
             })
+            .collect::<Option<_>>()?;
+        let received = received.clone();
+        for (seq, receive_count) in receipts {
+            // Past 12 hours from the receive, SQS refuses; the message keeps its deadline.
+            let _ = self
+                .messages
+                .change_visibility(seq, receive_count, now, visibility);
+        }
+        Some(received)
+    }
+
+    /// Forgets the receives whose messages include the one `handle` names: a message deleted or
+    /// changed since makes SQS's retry of that receive get other messages, not the same again.
+    pub(super) fn forget_attempts_of(&mut self, handle: &str) {
+        self.attempts.retain(|_, (_, received)| {
+            received
+                .iter()
+                .all(|message| message.receipt_handle != handle)
         });
-        unchanged.then(|| received.clone())
     }
 
     /// Whether the message `receipt` names is in the queue (under the sequence number the

@@ -143,6 +143,84 @@ async fn a_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages() {
     );
 }
 
+// Paused clock: the visibility timeout passes in no time.
+#[tokio::test(start_paused = true)]
+async fn a_fifo_receive_retried_with_its_attempt_id_restarts_the_visibility_timeout() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    assert_eq!(sqs.receive(&attempt).await.expect("receive").len(), 1);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(sqs.receive(&attempt).await.expect("retry").len(), 1);
+    // 30 s after the first call, 10 s after the retry: SQS counts the 30 s from the retry.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        sqs.counts("orders.fifo").in_flight,
+        1,
+        "hidden until 30 s after the retry"
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(sqs.counts("orders.fifo").visible, 1);
+}
+
+// Paused clock: the visibility timeouts pass in no time.
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_gets_a_message_once_the_visibility_a_retried_receive_restarted_ends() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    assert_eq!(sqs.receive(&attempt).await.expect("receive").len(), 1);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(sqs.receive(&attempt).await.expect("retry").len(), 1);
+    let poll = ReceiveRequest {
+        wait_time: Duration::from_secs(20),
+        ..request(&url)
+    };
+    let again = tokio::time::timeout(Duration::from_secs(60), sqs.receive(&poll))
+        .await
+        .expect("the long poll is woken when a1 is visible again, 30 s after the retry")
+        .expect("receive");
+    assert_eq!(again[0].body, "a1");
+}
+
+// Paused clock: the visibility timeouts pass in no time.
+#[tokio::test(start_paused = true)]
+async fn a_fifo_receive_retried_after_its_message_was_changed_does_not_get_it_again() {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    let attempt = ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(&url)
+    };
+    let first = sqs.receive(&attempt).await.expect("receive");
+    let handle = first[0].receipt_handle.as_str();
+    sqs.change_message_visibility_batch(&url, &[(handle, 300)])
+        .await
+        .expect("changed");
+    assert!(
+        sqs.receive(&attempt).await.expect("retry").is_empty(),
+        "a message whose visibility was changed is not handed out again by the attempt"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        sqs.counts("orders.fifo").in_flight,
+        1,
+        "the retry left the visibility the change set"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_spent_message_moves_to_the_dead_letter_queue_and_bad_input_is_refused() {
     let sqs = InProcessSqs::new();

@@ -26,6 +26,7 @@ pub async fn consume(
     record: Record,
     workload: Arc<Workload>,
     plan: ConsumerPlan,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Stopped {
     let broker = match SqsBroker::new().api(api).connect().await {
         Ok(broker) => broker,
@@ -50,7 +51,6 @@ pub async fn consume(
     };
     let workers = Arc::new(Semaphore::new(plan.workers));
     let mut handlers = JoinSet::new();
-    let shutdown = tokio::time::sleep(plan.shutdown_at);
     tokio::pin!(shutdown);
     {
         let stream = subscriber.stream();

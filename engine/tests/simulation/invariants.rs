@@ -13,7 +13,14 @@
 //!   under way then;
 //! - shutdown returns within its timeout plus the flush budget, and every settlement a
 //!   handler made was sent;
-//! - the engine's counters agree with what SQS applied and answered.
+//! - the engine's counters agree with what SQS applied and answered;
+//! - while a handler runs with the heartbeat on, an extension of its message that failed is
+//!   tried again before the message's known deadline, where the deadline leaves room for it;
+//! - in a liveness run, once the faults stop, every message ends deleted or dead-lettered in
+//!   the time allowed, and every message a consumer received was handled, unless it came
+//!   behind an earlier message of its FIFO group, or was received again later, or came while
+//!   its consumer was shutting down, or its consumer runs without the heartbeat): no stalled
+//!   engine, and no message dead-lettered unseen.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -23,7 +30,7 @@ use sqs_engine::testing::Change;
 
 use crate::record::{Action, Answer, Event};
 use crate::run::Run;
-use crate::workload::End;
+use crate::workload::{Api, End, OutageKind};
 
 /// The violations of `run`, empty when it kept every invariant.
 pub fn check(run: &Run) -> Vec<String> {
@@ -37,6 +44,8 @@ pub fn check(run: &Run) -> Vec<String> {
     unsettled_let_go(run, &facts, &mut violations);
     shutdown_in_time_and_complete(run, &facts, &mut violations);
     metrics_agree(run, &facts, &mut violations);
+    live(run, &facts, &mut violations);
+    heartbeat_persists(run, &facts, &mut violations);
     violations
 }
 
@@ -232,9 +241,10 @@ fn settles(end: End, action: Action, seconds: u32) -> bool {
         End::Drop => {
             action == Action::Delete || (action == Action::ChangeVisibility && seconds == 0)
         }
-        End::Retry | End::Fail => action == Action::ChangeVisibility && seconds == 0,
-        // The seconds depend on when it is sent and on the 12-hour window.
-        End::RetryAfter(_) => action == Action::ChangeVisibility,
+        End::Retry => action == Action::ChangeVisibility && seconds == 0,
+        // The seconds depend on when it is sent and on the 12-hour window; for a failure, on
+        // the engine's error backoff (the broker's nack returns it at once).
+        End::RetryAfter(_) | End::Fail => action == Action::ChangeVisibility,
         End::Panic => false,
     }
 }
@@ -353,6 +363,19 @@ fn retry_after_kept(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             // lapsed, as it may.
             continue;
         }
+        let overridden = run.events.iter().any(|late| {
+            matches!(late.event, Event::AppliedLate { applied, .. }
+            if applied.0 >= stamped.journal && applied.0 < next_position
+                && run.journal[applied.0..applied.1].iter().any(|applied| {
+                    matches!(&applied.change, Change::VisibilityChanged { receipt_handle, .. }
+                        if receipt_handle == receipt)
+                }))
+        });
+        if overridden {
+            // A call the engine had given up on reached SQS after the settlement and set
+            // another visibility: nothing a client can prevent.
+            continue;
+        }
         let clamp = *called_at + MAX_VISIBILITY - Duration::from_secs(1);
         let earliest = stamped
             .at
@@ -390,7 +413,33 @@ fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         .enumerate()
         .map(|(position, (message_id, _))| (message_id, position))
         .collect();
+    // A batch handler gets a receive's messages together and owns their order: the messages
+    // of one batch (their start events follow each other, at one moment) start together.
+    let mut batch_of: Vec<Vec<&String>> = Vec::new();
+    let mut batch: Vec<&String> = Vec::new();
+    let mut previous: Option<(usize, Duration)> = None;
     for stamped in &run.events {
+        if let Event::Started {
+            consumer,
+            message_id,
+            ..
+        } = &stamped.event
+            && run.workload.consumers[*consumer].api == Api::Batches
+            && !run.workload.consumers[*consumer].broker
+        {
+            if previous != Some((*consumer, stamped.at)) {
+                batch.clear();
+            }
+            previous = Some((*consumer, stamped.at));
+            batch_of.push(batch.clone());
+            batch.push(message_id);
+        } else {
+            previous = None;
+            batch.clear();
+            batch_of.push(Vec::new());
+        }
+    }
+    for (index, stamped) in run.events.iter().enumerate() {
         let Event::Started {
             consumer,
             message_id,
@@ -402,13 +451,17 @@ fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         let Some(&mine) = position.get(message_id) else {
             continue;
         };
+        let started_with = &batch_of[index];
         let group = &facts.sent[mine].1;
         for (earlier, earlier_group) in &facts.sent[..mine] {
             if earlier_group != group {
                 continue;
             }
             let gone = |at: Option<&usize>| at.is_some_and(|at| *at < stamped.journal);
-            if !gone(facts.removed_at.get(earlier)) && !gone(facts.dead_at.get(earlier)) {
+            if !gone(facts.removed_at.get(earlier))
+                && !gone(facts.dead_at.get(earlier))
+                && !started_with.contains(&earlier)
+            {
                 violations.push(format!(
                     "c{consumer} started {message_id} #{receive_count} of {group:?} at {:?} while {earlier}, sent before it, was still on the queue",
                     stamped.at
@@ -545,13 +598,23 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
             + chain * 2
             + plan.max_batch_wait * 2
             + Duration::from_secs(1);
-        let took = stopped.at.saturating_sub(plan.shutdown_at);
+        let signalled = run
+            .events
+            .iter()
+            .find_map(|stamped| match stamped.event {
+                Event::ShutdownSignalled { consumer: c } if c == consumer => Some(stamped.at),
+                _ => None,
+            })
+            .unwrap_or(plan.shutdown_at);
+        let took = stopped.at.saturating_sub(signalled);
         if took > budget {
             violations.push(format!(
                 "c{consumer} took {took:?} to shut down, more than its budget of {budget:?}"
             ));
         }
-        if let Some(Err(error)) = &stopped.stats {
+        if let Some(Err(error)) = &stopped.stats
+            && !failed_as_it_may(run, consumer, error)
+        {
             violations.push(format!("c{consumer} failed: {error}"));
         }
     }
@@ -583,6 +646,308 @@ fn shutdown_in_time_and_complete(run: &Run, facts: &Facts, violations: &mut Vec<
     }
 }
 
+/// How long before its deadline the heartbeat extends a message received with `visibility`
+/// seconds (the engine's documented rule: a fifth of the timeout, within 1 to 60 s, at most
+/// half of it).
+fn margin(visibility: u32) -> Duration {
+    let timeout = Duration::from_secs(u64::from(visibility));
+    (timeout / 5)
+        .clamp(Duration::from_secs(1), Duration::from_secs(60))
+        .min(timeout / 2)
+}
+
+/// The visibility deadline the engine can know for `receipt` when its call at event `index`
+/// is made: from the start of the receive call that brought it (SQS hides the message at some
+/// moment of a long poll, and the engine cannot know which), or from the start of its last
+/// extension call that SQS applied and answered before then; since the run began.
+fn known_deadline(
+    facts: &Facts,
+    calls: &[&Call],
+    receipt: &str,
+    visibility: u32,
+    index: usize,
+) -> Option<Duration> {
+    let received =
+        *facts.receive_call_at.get(receipt)? + Duration::from_secs(u64::from(visibility));
+    let extended = calls
+        .iter()
+        .filter(|call| call.index < index && call.delivered && call.applied.contains(receipt))
+        .filter_map(|call| {
+            let seconds = call.entries.iter().find(|(r, _)| r == receipt)?.1;
+            Some(call.at + Duration::from_secs(u64::from(seconds)))
+        })
+        .max();
+    Some(extended.map_or(received, |extended| extended.max(received)))
+}
+
+fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    // Per receipt, its consumer's visibility calls, in the order they were made.
+    let mut calls_of: HashMap<&str, Vec<&Call>> = HashMap::new();
+    let mut calls: Vec<&Call> = facts
+        .calls
+        .values()
+        .filter(|call| call.action == Action::ChangeVisibility)
+        .collect();
+    calls.sort_by_key(|call| call.index);
+    for call in calls {
+        for (receipt, _) in &call.entries {
+            calls_of.entry(receipt.as_str()).or_default().push(call);
+        }
+    }
+    let mut ended: HashMap<(usize, &String, u32), Duration> = HashMap::new();
+    for stamped in &run.events {
+        if let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            ..
+        } = &stamped.event
+        {
+            ended.insert((*consumer, message_id, *receive_count), stamped.at);
+        }
+    }
+    for stamped in &run.events {
+        let Event::Started {
+            consumer,
+            message_id,
+            receive_count,
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let plan = &run.workload.consumers[*consumer];
+        if !plan.heartbeat {
+            continue;
+        }
+        let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) else {
+            continue;
+        };
+        let Some(&end) = ended.get(&(*consumer, message_id, *receive_count)) else {
+            continue;
+        };
+        let extension = extension_seconds(plan.visibility);
+        let allowance = call_chain(run, *consumer) * 2
+            + margin(plan.visibility) / 4
+            + plan.max_batch_wait
+            + Duration::from_secs(2);
+        let attempts: Vec<&&Call> = calls_of
+            .get(receipt.as_str())
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|call| {
+                        call.consumer == *consumer
+                            && call.at >= stamped.at
+                            && call.at < end
+                            && call
+                                .entries
+                                .iter()
+                                .any(|(r, seconds)| r == receipt && *seconds == extension)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, attempt) in attempts.iter().enumerate() {
+            if attempt.delivered && attempt.applied.contains(receipt) {
+                continue;
+            }
+            let all = calls_of
+                .get(receipt.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let Some(deadline) =
+                known_deadline(facts, all, receipt, plan.visibility, attempt.index)
+            else {
+                continue;
+            };
+            let limit = end.min(deadline);
+            if limit <= attempt.at + allowance {
+                continue;
+            }
+            if attempts.get(k + 1).is_none_or(|next| next.at > limit) {
+                violations.push(format!(
+                    "c{consumer}'s extension of {message_id} #{receive_count} failed at {:?} and was not tried again by {limit:?}, though its handler ran until {end:?} and the message's deadline was {deadline:?}",
+                    attempt.at
+                ));
+            }
+        }
+    }
+}
+
+fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
+    let Some(liveness) = run.workload.liveness else {
+        return;
+    };
+    for message_id in &run.remaining {
+        violations.push(format!(
+            "{message_id} is still on the queue at {:?}, long after the faults stopped at {:?}",
+            liveness.settle_by, liveness.faults_until
+        ));
+    }
+    let group_of: HashMap<&String, (usize, &Option<String>)> = facts
+        .sent
+        .iter()
+        .enumerate()
+        .map(|(position, (message_id, group))| (message_id, (position, group)))
+        .collect();
+    let mut started: HashSet<(usize, &String, u32)> = HashSet::new();
+    let mut received_again: HashMap<&String, usize> = HashMap::new();
+    let mut shutting_down: HashMap<usize, usize> = HashMap::new();
+    for (index, stamped) in run.events.iter().enumerate() {
+        match &stamped.event {
+            Event::Started {
+                consumer,
+                message_id,
+                receive_count,
+            } => {
+                started.insert((*consumer, message_id, *receive_count));
+            }
+            Event::Answered {
+                answer: Answer::Received(messages),
+                ..
+            } => {
+                for (message_id, _, _) in messages {
+                    received_again.insert(message_id, index);
+                }
+            }
+            Event::ShutdownSignalled { consumer } => {
+                shutting_down.entry(*consumer).or_insert(index);
+            }
+            _ => {}
+        }
+    }
+    // Per consumer, the receipts it holds, with the message's place and group: from its
+    // receive until SQS answered a settlement or return of it (an extension keeps it held; on
+    // a FIFO queue the group's turn lasts until that answer).
+    let mut held: Vec<HashMap<&String, (usize, &Option<String>)>> =
+        vec![HashMap::new(); run.workload.consumers.len()];
+    let mut settling: HashMap<u64, Vec<&String>> = HashMap::new();
+    for (index, stamped) in run.events.iter().enumerate() {
+        match &stamped.event {
+            Event::Call {
+                consumer,
+                call,
+                action,
+                entries,
+                ..
+            } => {
+                let extension = extension_seconds(run.workload.consumers[*consumer].visibility);
+                let settled = entries
+                    .iter()
+                    .filter(|(_, seconds)| *action == Action::Delete || *seconds != extension)
+                    .map(|(receipt, _)| receipt)
+                    .collect();
+                settling.insert(*call, settled);
+                continue;
+            }
+            Event::Answered {
+                consumer,
+                call,
+                answer: Answer::Entries(_),
+                ..
+            } => {
+                for receipt in settling.remove(call).unwrap_or_default() {
+                    held[*consumer].remove(receipt);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let Event::Answered {
+            consumer,
+            answer: Answer::Received(messages),
+            ..
+        } = &stamped.event
+        else {
+            continue;
+        };
+        let before = held[*consumer].clone();
+        for (message_id, _, receipt) in messages {
+            if let Some(&(position, group)) = group_of.get(message_id) {
+                held[*consumer].insert(receipt, (position, group));
+            }
+        }
+        // Without the heartbeat, a message held past its visibility timeout (waiting for a
+        // worker, or behind a long handler) is SQS's to hand out again: nothing is promised.
+        if !run.workload.consumers[*consumer].heartbeat
+            || shutting_down
+                .get(consumer)
+                .is_some_and(|signalled| *signalled < index)
+        {
+            continue;
+        }
+        for (message_id, receive_count, receipt) in messages {
+            // The heartbeat kept trying, and SQS refused: the message was handed out again
+            // when its visibility lapsed, as it may.
+            let extension_failed = facts.calls.values().any(|call| {
+                call.consumer == *consumer
+                    && call.action == Action::ChangeVisibility
+                    && !(call.delivered && call.applied.contains(receipt))
+                    && call.entries.iter().any(|(r, _)| r == receipt)
+            });
+            if extension_failed
+                || started.contains(&(*consumer, message_id, *receive_count))
+                || received_again
+                    .get(message_id)
+                    .is_some_and(|last| *last > index)
+            {
+                continue;
+            }
+            let Some(&(position, group)) = group_of.get(message_id) else {
+                continue;
+            };
+            // Behind an earlier message of its group (or an older copy of itself) that came in
+            // the same receive or that the consumer still held: its order made it wait, and
+            // what it waited behind decided its fate.
+            let earlier = |(earlier, its): &(usize, &Option<String>)| {
+                group.is_some() && *its == group && *earlier <= position
+            };
+            let behind = messages.iter().any(|(other, _, _)| {
+                other != message_id
+                    && group_of
+                        .get(other)
+                        .is_some_and(|(earlier, its)| *earlier < position && *its == group)
+            }) || before.values().any(earlier);
+            if behind {
+                continue;
+            }
+            let fate = if facts.dead_at.contains_key(message_id) {
+                "; it was dead-lettered"
+            } else {
+                ""
+            };
+            violations.push(format!(
+                "c{consumer} received {message_id} #{receive_count} at {:?} and never handled it{fate}",
+                stamped.at
+            ));
+        }
+    }
+}
+
+/// Whether consumer `consumer` may have stopped with `error`: it gave up on an outage of
+/// refusals that lasted its `give_up_after`, or every call that opens the queue failed until
+/// its retry budget was spent.
+fn failed_as_it_may(run: &Run, consumer: usize, error: &str) -> bool {
+    let plan = &run.workload.consumers[consumer];
+    let gave_up = run.workload.outage.is_some_and(|outage| {
+        outage.kind == OutageKind::Denied && outage.until - outage.from >= plan.give_up_after
+    }) && error.contains("gave up");
+    let open_failed = error.starts_with("opening queue")
+        && run
+            .events
+            .iter()
+            .rev()
+            .find_map(|stamped| match &stamped.event {
+                Event::Answered {
+                    consumer: c,
+                    answer,
+                    ..
+                } if *c == consumer => Some(matches!(answer, Answer::Failed(_))),
+                _ => None,
+            })
+            .unwrap_or(false);
+    gave_up || open_failed
+}
+
 fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     for (consumer, stopped) in run.stopped.iter().enumerate() {
         let Some(Ok(stats)) = &stopped.stats else {
@@ -607,7 +972,7 @@ fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
                 } if *c == consumer => match action {
                     Action::Delete => calls[0] += 1,
                     Action::ChangeVisibility => calls[1] += 1,
-                    Action::Receive => {}
+                    Action::Receive | Action::Open => {}
                 },
                 Event::Ended {
                     consumer: c,

@@ -4,7 +4,9 @@
 //! random draw taken from one seed. Each seed's run is checked against the invariants of
 //! `invariants.rs`; the same seed runs the same way, trace for trace.
 //!
-//! - `SIM_SEEDS=n` runs `n` seeds (default 10 000), from `SIM_SEED_START` (default 0).
+//! - By default the seeds `0..10 000` run, and 2 000 more from a start derived from the commit
+//!   under test (printed; `SIM_MOVING_START` sets it), so that each commit explores new seeds.
+//! - `SIM_SEEDS=n` runs `n` seeds instead, from `SIM_SEED_START` (default 0).
 //! - A failing seed prints the command that replays it, `SIM_SEED=<seed> cargo test -p
 //!   sqs-engine --features testing,ruststream --test simulation replay`, and writes its trace
 //!   under the target directory.
@@ -67,24 +69,70 @@ fn replay_command(seed: u64) -> String {
     )
 }
 
-/// Runs `seed` and checks it: its violations, with the trace.
-fn check(seed: u64, defect: Option<Defect>) -> (Vec<String>, String) {
+/// Runs `seed` and checks it: its violations, with the run (for its trace).
+fn check(seed: u64, defect: Option<Defect>) -> (Vec<String>, run::Run) {
     let run = run::run(seed, defect);
     let violations = invariants::check(&run);
-    (violations, trace::render(&run))
+    (violations, run)
+}
+
+/// Seeds the CI run covers beyond the fixed ones, from a start that moves with each commit.
+const MOVING_SEEDS: u64 = 2_000;
+
+/// Where the moving seeds start: `SIM_MOVING_START`, else derived from the commit under test
+/// (`git rev-parse HEAD`), so each commit explores seeds no earlier one did, and a failing
+/// seed replays anywhere with `SIM_SEED`. Past the fixed range, so the two never overlap.
+fn moving_start() -> (u64, String) {
+    if let Some(start) = env_u64("SIM_MOVING_START") {
+        return (start, "SIM_MOVING_START".to_owned());
+    }
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .map(|head| head.trim().to_owned());
+    // Outside a git checkout (a packaged crate), the start is fixed by the crate's version.
+    let source = head.unwrap_or_else(|| format!("version {}", env!("CARGO_PKG_VERSION")));
+    let hash = source
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    // Below 2^48, so that seeds stay short enough to type.
+    (CI_SEEDS + hash % (1 << 48), source)
+}
+
+/// The seeds of a run: `SIM_SEEDS` from `SIM_SEED_START` when set; else the fixed regression
+/// range `0..CI_SEEDS` and [`MOVING_SEEDS`] from [`moving_start`].
+fn seed_ranges() -> Vec<std::ops::Range<u64>> {
+    if let Some(seeds) = env_u64("SIM_SEEDS") {
+        let start = env_u64("SIM_SEED_START").unwrap_or(0);
+        return std::iter::once(start..start + seeds).collect();
+    }
+    let (moving, source) = moving_start();
+    static PRINTED: Once = Once::new();
+    PRINTED.call_once(|| {
+        eprintln!(
+            "simulation seeds: 0..{CI_SEEDS} (fixed) and {moving}..{} (moving, from {source})",
+            moving + MOVING_SEEDS
+        );
+    });
+    vec![0..CI_SEEDS, moving..moving + MOVING_SEEDS]
 }
 
 /// Runs the seeds of one shard of the CI run (or of `SIM_SEEDS`); fails on the first seed that
 /// breaks an invariant, with the command to replay it and the path of its trace.
 fn run_shard(shard: u64) {
     quiet_deliberate_panics();
-    let start = env_u64("SIM_SEED_START").unwrap_or(0);
-    let seeds = env_u64("SIM_SEEDS").unwrap_or(CI_SEEDS);
     let mut checked = 0;
-    for seed in (start..start + seeds).filter(|seed| seed % SHARDS == shard) {
-        let (violations, trace) = check(seed, None);
+    let seeds = seed_ranges().into_iter().flatten();
+    for seed in seeds.filter(|seed| seed % SHARDS == shard) {
+        let (violations, run) = check(seed, None);
         if !violations.is_empty() {
-            let path = trace::write(seed, "", &trace);
+            let path = trace::write(seed, "", &trace::render(&run));
             panic!(
                 "seed {seed} broke {} invariant(s):\n  {}\nreplay: {}\ntrace: {}",
                 violations.len(),
@@ -124,7 +172,8 @@ fn seeds_shard_3() {
 fn replay() {
     quiet_deliberate_panics();
     let seed = env_u64("SIM_SEED").unwrap_or(0);
-    let (violations, trace) = check(seed, None);
+    let (violations, run) = check(seed, None);
+    let trace = trace::render(&run);
     let path = trace::write(seed, "", &trace);
     eprintln!(
         "seed {seed}: trace {} (hash {:016x})",
@@ -145,8 +194,8 @@ fn a_seed_runs_the_same_way_twice() {
     quiet_deliberate_panics();
     let mut hashes = std::collections::HashSet::new();
     for seed in 0..40 {
-        let (_, first) = check(seed, None);
-        let (_, second) = check(seed, None);
+        let first = trace::render(&check(seed, None).1);
+        let second = trace::render(&check(seed, None).1);
         if first != second {
             let a = trace::write(seed, "-first", &first);
             let b = trace::write(seed, "-second", &second);
@@ -167,11 +216,12 @@ fn a_seed_runs_the_same_way_twice() {
     );
 }
 
-/// The first seed of the CI budget under which `defect` breaks an invariant.
+/// The first seed of the CI budget under which `defect` breaks an invariant that the seed
+/// keeps without it.
 fn first_catch(defect: Defect) -> Option<(u64, Vec<String>)> {
     (0..CI_SEEDS).find_map(|seed| {
         let (violations, _) = check(seed, Some(defect));
-        (!violations.is_empty()).then_some((seed, violations))
+        (!violations.is_empty() && check(seed, None).0.is_empty()).then_some((seed, violations))
     })
 }
 
@@ -200,4 +250,14 @@ fn a_retry_after_rounded_down_is_caught() {
 #[test]
 fn a_fifo_group_started_early_is_caught() {
     caught(Defect::FifoNextStartedEarly);
+}
+
+#[test]
+fn a_heartbeat_that_gives_up_after_one_failure_is_caught() {
+    caught(Defect::HeartbeatGivesUpOnFailure);
+}
+
+#[test]
+fn a_fifo_group_drained_into_the_dead_letter_queue_is_caught() {
+    caught(Defect::FifoWaitsForTheDeadLettered);
 }

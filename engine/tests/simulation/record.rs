@@ -17,6 +17,9 @@ pub enum Action {
     Receive,
     Delete,
     ChangeVisibility,
+    /// A call that opens the queue: `GetQueueUrl`, `CreateQueue`, `GetQueueAttributes`,
+    /// `SetQueueAttributes`.
+    Open,
 }
 
 /// How the fault layer treats one call.
@@ -32,6 +35,10 @@ pub enum Fault {
     Hang { applied: bool },
     /// Applied, and the answer lost on the way back.
     LostAnswer,
+    /// No answer within the call timeout, and applied after it, once the client gave up.
+    AppliedLate,
+    /// Failed as every call of an outage does.
+    Outage(crate::workload::OutageKind),
 }
 
 /// What the engine got back from a call.
@@ -87,6 +94,13 @@ pub enum Event {
     },
     ShutdownSignalled {
         consumer: usize,
+    },
+    /// SQS applied call `call`, which the consumer had given up on, now: the journal's entries
+    /// `applied.0..applied.1`.
+    AppliedLate {
+        consumer: usize,
+        call: u64,
+        applied: (usize, usize),
     },
     Stopped {
         consumer: usize,

@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqs_engine::testing::{Applied, Defect, InProcessSqs, inject_defect};
-use sqs_engine::{Engine, Message, Outcome, SendEntry, Stats};
+use sqs_engine::{BatchOutcome, Engine, Message, Outcome, SendEntry, Stats};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use crate::faults::FaultySqs;
 use crate::record::{Event, Record, Stamped};
-use crate::workload::{End, Workload};
+use crate::workload::{Api, ConsumerPlan, End, Workload};
 
 /// What a handler's deliberate panic says: the panic hook keeps quiet about it.
 pub const PANIC_MARKER: &str = "simulated handler panic";
@@ -66,6 +68,9 @@ async fn simulate(workload: Workload) -> Run {
     let fault_draws = Arc::new(Mutex::new(fastrand::Rng::with_seed(
         workload.seed.wrapping_mul(31).wrapping_add(7),
     )));
+    let more_draws = Arc::new(Mutex::new(fastrand::Rng::with_seed(
+        workload.seed.wrapping_mul(37).wrapping_add(11),
+    )));
     let mut consumers = Vec::new();
     for consumer in 0..workload.consumers.len() {
         consumers.push(tokio::spawn(consume(
@@ -74,6 +79,7 @@ async fn simulate(workload: Workload) -> Run {
             record.clone(),
             Arc::clone(&workload),
             Arc::clone(&fault_draws),
+            Arc::clone(&more_draws),
         )));
     }
     let mut stopped = Vec::new();
@@ -83,7 +89,7 @@ async fn simulate(workload: Workload) -> Run {
     let ids: Vec<(String, String)> = ids.lock().expect("ids").clone();
     let id_of = |body: &String| {
         ids.iter()
-            .find(|(sent, _)| sent == body)
+            .find(|(sent, _)| sent == body.trim_end_matches('.'))
             .map_or_else(|| format!("unknown body {body}"), |(_, id)| id.clone())
     };
     let remaining = sqs.bodies(&workload.queue).iter().map(id_of).collect();
@@ -115,7 +121,7 @@ async fn send_all(
     for message in messages {
         tokio::time::sleep_until(start + message.send_at).await;
         let entry = SendEntry {
-            body: message.body.clone(),
+            body: workload.body(&message.body),
             attributes: Vec::new(),
             deduplication_id: message.group.as_ref().map(|_| message.body.clone()),
             group_id: message.group.clone(),
@@ -132,9 +138,11 @@ async fn consume(
     record: Record,
     workload: Arc<Workload>,
     fault_draws: Arc<Mutex<fastrand::Rng>>,
+    more_draws: Arc<Mutex<fastrand::Rng>>,
 ) -> Stopped {
     let plan = workload.consumers[consumer].clone();
     let stats = Arc::new(Mutex::new(None));
+    let sqs_now = sqs.clone();
     let api = FaultySqs {
         sqs,
         consumer,
@@ -144,10 +152,13 @@ async fn consume(
         call_timeout: workload.call_timeout,
         queue: workload.queue.clone(),
         stats: Arc::clone(&stats),
+        workload: Arc::clone(&workload),
+        more: more_draws,
     };
     #[cfg(feature = "ruststream")]
     if plan.broker {
-        return crate::broker::consume(consumer, api, record, workload, plan).await;
+        let until = shutdown_moment(&record, &workload, &plan, sqs_now);
+        return crate::broker::consume(consumer, api, record, workload, plan, until).await;
     }
     let mut builder = Engine::builder()
         .api(api)
@@ -162,7 +173,12 @@ async fn consume(
         .heartbeat(plan.heartbeat)
         .max_batch_wait(plan.max_batch_wait)
         .shutdown_timeout(plan.shutdown_timeout)
-        .backoff(workload.backoff);
+        .backoff(workload.backoff)
+        .max_batches_in_flight(plan.max_batches_in_flight)
+        .give_up_after(plan.give_up_after);
+    if let Some(bytes) = plan.max_held_bytes {
+        builder = builder.max_held_bytes(bytes);
+    }
     if let Some((dead_letter, receives)) = &workload.redrive {
         builder = builder
             .max_attempts(*receives)
@@ -171,42 +187,27 @@ async fn consume(
     }
     let engine = builder.build().expect("the drawn settings are valid");
     *stats.lock().expect("stats") = Some(engine.stats());
-    let handler = {
-        let record = record.clone();
-        let workload = Arc::clone(&workload);
-        move |message: Message| {
-            let record = record.clone();
-            let workload = Arc::clone(&workload);
-            async move {
-                let end = handle(
-                    consumer,
-                    &record,
-                    &workload,
-                    plan.visibility,
-                    message.id().to_owned(),
-                    message.receive_count(),
-                    message.body(),
-                )
-                .await;
-                match end {
-                    End::Ack => Ok(Outcome::Ack),
-                    End::Drop => Ok(Outcome::Drop),
-                    End::Retry => Ok(Outcome::Retry),
-                    End::RetryAfter(delay) => Ok(Outcome::RetryAfter(delay)),
-                    End::Fail => Err("simulated handler failure".to_owned()),
-                    End::Panic => std::panic::panic_any(PANIC_MARKER),
-                }
-            }
-        }
-    };
     let shutdown = {
         let record = record.clone();
+        let until = shutdown_moment(&record, &workload, &plan, sqs_now);
         async move {
-            tokio::time::sleep(plan.shutdown_at).await;
+            until.await;
             record.push(Event::ShutdownSignalled { consumer });
         }
     };
-    let result = engine.run(handler, shutdown).await;
+    let result = match plan.api {
+        Api::Handler => {
+            engine
+                .run(handler(consumer, &record, &workload, &plan), shutdown)
+                .await
+        }
+        Api::Batches => {
+            engine
+                .run_batches(batch_handler(consumer, &record, &workload, &plan), shutdown)
+                .await
+        }
+        Api::Pull => pull(consumer, engine, &record, &workload, &plan, shutdown).await,
+    };
     let at = record.elapsed();
     let detail = match &result {
         Ok(stats) => format!(
@@ -227,6 +228,211 @@ async fn consume(
         at,
         stats: Some(result.map_err(|error| error.to_string())),
     }
+}
+
+/// When a consumer is told to shut down: at its planned moment; in a liveness run, once every
+/// message was sent and the queue holds none (each deleted or dead-lettered), or at the
+/// run's `settle_by` at the latest.
+pub fn shutdown_moment(
+    record: &Record,
+    workload: &Arc<Workload>,
+    plan: &ConsumerPlan,
+    sqs: InProcessSqs,
+) -> impl Future<Output = ()> + Send + 'static {
+    let start = record.start();
+    let workload = Arc::clone(workload);
+    let planned = plan.shutdown_at;
+    async move {
+        let Some(liveness) = workload.liveness else {
+            tokio::time::sleep_until(start + planned).await;
+            return;
+        };
+        let last_send = workload
+            .messages
+            .iter()
+            .map(|message| message.send_at)
+            .max()
+            .unwrap_or_default();
+        let deadline = start + liveness.settle_by;
+        loop {
+            let now = tokio::time::Instant::now();
+            let counts = sqs.counts(&workload.queue);
+            let empty = counts.visible == 0 && counts.in_flight == 0 && counts.delayed == 0;
+            if now >= deadline || (now >= start + last_send && empty) {
+                return;
+            }
+            tokio::time::sleep_until(deadline.min(now + Duration::from_secs(5))).await;
+        }
+    }
+}
+
+/// The handler of one message: what the workload says.
+fn handler(
+    consumer: usize,
+    record: &Record,
+    workload: &Arc<Workload>,
+    plan: &ConsumerPlan,
+) -> impl Fn(Message) -> std::pin::Pin<Box<dyn Future<Output = Result<Outcome, String>> + Send>>
++ Send
++ Sync
++ 'static {
+    let record = record.clone();
+    let workload = Arc::clone(workload);
+    let visibility = plan.visibility;
+    move |message: Message| {
+        let record = record.clone();
+        let workload = Arc::clone(&workload);
+        Box::pin(async move {
+            let end = handle(
+                consumer,
+                &record,
+                &workload,
+                visibility,
+                message.id().to_owned(),
+                message.receive_count(),
+                message.body(),
+            )
+            .await;
+            match end {
+                End::Fail => Err("simulated handler failure".to_owned()),
+                End::Panic => std::panic::panic_any(PANIC_MARKER),
+                end => Ok(outcome(end)),
+            }
+        })
+    }
+}
+
+/// The outcome a handler's `end` settles with (a failure as the caller's retry).
+fn outcome(end: End) -> Outcome {
+    match end {
+        End::Ack => Outcome::Ack,
+        End::Drop => Outcome::Drop,
+        End::Retry | End::Fail | End::Panic => Outcome::Retry,
+        End::RetryAfter(delay) => Outcome::RetryAfter(delay),
+    }
+}
+
+/// The handler of a receive's messages together: each does what the workload says, all at
+/// once; should one of them panic, the whole batch does, and none of them is settled.
+fn batch_handler(
+    consumer: usize,
+    record: &Record,
+    workload: &Arc<Workload>,
+    plan: &ConsumerPlan,
+) -> impl Fn(Vec<Message>) -> std::pin::Pin<Box<dyn Future<Output = BatchOutcome> + Send>>
++ Send
++ Sync
++ 'static {
+    let record = record.clone();
+    let workload = Arc::clone(workload);
+    let visibility = plan.visibility;
+    move |messages: Vec<Message>| {
+        let record = record.clone();
+        let workload = Arc::clone(&workload);
+        Box::pin(async move {
+            let mut behaviours = Vec::new();
+            for message in &messages {
+                record.push(Event::Started {
+                    consumer,
+                    message_id: message.id().to_owned(),
+                    receive_count: message.receive_count(),
+                });
+                behaviours.push(workload.behaviour(
+                    message.body(),
+                    message.receive_count(),
+                    visibility,
+                ));
+            }
+            let work = behaviours.iter().map(|b| b.work).max().unwrap_or_default();
+            tokio::time::sleep(work).await;
+            let panics = behaviours.iter().any(|b| b.end == End::Panic);
+            for (message, behaviour) in messages.iter().zip(&behaviours) {
+                record.push(Event::Ended {
+                    consumer,
+                    message_id: message.id().to_owned(),
+                    receive_count: message.receive_count(),
+                    end: if panics { End::Panic } else { behaviour.end },
+                });
+            }
+            if panics {
+                std::panic::panic_any(PANIC_MARKER);
+            }
+            BatchOutcome::Each(behaviours.iter().map(|b| outcome(b.end)).collect())
+        })
+    }
+}
+
+/// Consumes through the pull API: at most `workers` deliveries out at once, each settled by a
+/// task of its own as the workload says (a panic drops it unsettled); at the shutdown signal,
+/// closes the consumer, waits up to the shutdown timeout for the tasks, then shuts down.
+async fn pull(
+    consumer: usize,
+    engine: Engine,
+    record: &Record,
+    workload: &Arc<Workload>,
+    plan: &ConsumerPlan,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Stats, sqs_engine::Error> {
+    let stats = engine.stats();
+    let mut pulled = engine.consumer().await?;
+    let handle = pulled.handle();
+    let slots = Arc::new(Semaphore::new(plan.workers));
+    let mut tasks = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            permit = Arc::clone(&slots).acquire_owned() => permit.expect("never closed"),
+        };
+        let delivery = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            delivery = pulled.recv() => delivery,
+        };
+        let Some(delivery) = delivery else {
+            break;
+        };
+        let record = record.clone();
+        let workload = Arc::clone(workload);
+        let visibility = plan.visibility;
+        tasks.spawn(async move {
+            let message = delivery.message();
+            let end = handle_message(consumer, &record, &workload, visibility, message).await;
+            if end != End::Panic {
+                let _ = delivery.settle(outcome(end)).await;
+            }
+            drop(permit);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    pulled.close().await;
+    let deadline = tokio::time::Instant::now() + plan.shutdown_timeout;
+    while let Ok(Some(_)) = tokio::time::timeout_at(deadline, tasks.join_next()).await {}
+    tasks.abort_all();
+    drop(pulled);
+    handle.shutdown().await;
+    Ok(stats.snapshot())
+}
+
+/// [`handle`] for a delivered message.
+async fn handle_message(
+    consumer: usize,
+    record: &Record,
+    workload: &Workload,
+    visibility: u32,
+    message: &Message,
+) -> End {
+    handle(
+        consumer,
+        record,
+        workload,
+        visibility,
+        message.id().to_owned(),
+        message.receive_count(),
+        message.body(),
+    )
+    .await
 }
 
 /// One handler call: does what the workload says for this receive of the message, and says

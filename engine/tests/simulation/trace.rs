@@ -133,6 +133,14 @@ fn describe(event: &Event) -> String {
             end,
         } => format!("c{consumer} handler ends {message_id} #{receive_count}: {end:?}"),
         Event::ShutdownSignalled { consumer } => format!("c{consumer} shutdown signalled"),
+        Event::AppliedLate {
+            consumer,
+            call,
+            applied,
+        } => format!(
+            "c{consumer} call#{call} applied late, sqs#{}..{}",
+            applied.0, applied.1
+        ),
         Event::Stopped { consumer, detail } => format!("c{consumer} stopped: {detail}"),
     }
 }
