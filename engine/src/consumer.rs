@@ -390,8 +390,10 @@ impl ConsumerHandle {
     /// Stops receiving, waits for the receivers, and lets go of the settlement: it stays open,
     /// heartbeat included, for as long as the [`Consumer`] or any delivery it handed out is
     /// left, so that a settlement made meanwhile is sent and what the consumer returns as it
-    /// is dropped goes back at once. Once the last of them is settled or dropped, every
-    /// pending settlement is sent and answered, and this returns.
+    /// is dropped goes back at once. A long poll the stop cut short holds it open too, until
+    /// SQS answers it (within the receive's wait time), and what it brings goes back at once,
+    /// so a message requeued meanwhile is not hidden by an answer nobody reads. Once the last
+    /// of them is done, every pending settlement is sent and answered, and this returns.
     ///
     /// Unlike [`shutdown`](Self::shutdown), it asks no order of its caller; it does wait for
     /// whoever holds a delivery or the consumer, so the task that awaits it must not be the
@@ -419,6 +421,9 @@ impl ConsumerHandle {
     async fn stop_and_let_go(&self, drain_now: bool) {
         let inner = &self.inner;
         inner.queue.health.draining();
+        if !drain_now {
+            inner.receivers.finish_open_polls();
+        }
         inner.stop_receiving.cancel();
         inner.receivers.wait().await;
         // Let go after the receivers are done: what they brought holds the settlement itself.

@@ -639,6 +639,47 @@ async fn a_subscriber_dropped_after_the_broker_shut_down_returns_what_it_had_not
     until_counts(&url, (9, 0)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_requeued_after_the_broker_shut_down_goes_back_though_a_long_poll_was_open() {
+    let connected = connect_live().await;
+    let name = support::unique("rs.shutdown-requeued");
+    // Long-polled for SQS's longest, 20 s, as by default.
+    let mut subscriber = connected
+        .subscribe_queue(
+            SqsQueue::new(&name)
+                .create_if_missing()
+                .wait(Duration::from_secs(20))
+                .visibility(LONG_VISIBILITY)
+                .receivers(1),
+        )
+        .await
+        .expect("subscribe");
+    let url = subscriber.queue_url().to_owned();
+    connected
+        .publisher()
+        .publish(message(&name, b"held", HeaderMap::new()), None)
+        .await
+        .expect("publish");
+    let held = {
+        let mut stream = Box::pin(subscriber.stream());
+        next(&mut stream, "a delivery").await
+    };
+    // The queue is empty: the receiver's next long poll is open at SQS when the shutdown stops
+    // it, and outlives the shutdown's wait for it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::timeout(Duration::from_secs(30), connected.shutdown())
+        .await
+        .expect("the shutdown ends")
+        .expect("shutdown");
+    held.nack(true)
+        .await
+        .expect("a requeue after the shutdown is answered");
+    // Within 20 s of a 60 s visibility timeout: only the requeue makes it visible, and a long
+    // poll still open at SQS that took it must give it back.
+    until_counts(&url, (1, 0)).await;
+    drop(subscriber);
+}
+
 /// Whether [`hold_until_released`] may settle what it holds.
 static RELEASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
