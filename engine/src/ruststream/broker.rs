@@ -531,8 +531,8 @@ impl ConnectedBroker for ConnectedSqsBroker {
     /// settlement and heartbeat stay open until its subscriber is dropped and each delivery
     /// it handed out is settled or dropped, whatever the order: a handler still running acks
     /// through it, and the messages a subscriber received but did not hand out go back at
-    /// once (visibility 0) when it is dropped. Then every settlement is sent and answered,
-    /// and this returns.
+    /// once (visibility 0) when it is dropped, as does what a long poll the shutdown cut short
+    /// brings. Then every settlement is sent and answered, and this returns.
     ///
     /// It waits for those subscribers and deliveries for a grace of three seconds after the
     /// receivers stopped, then returns; a subscription still held then keeps its settlement
