@@ -2,7 +2,7 @@
 //! deliveries handed to whoever asks for them.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::runtime::Handle as RuntimeHandle;
 use tokio::sync::{Semaphore, mpsc};
@@ -17,6 +17,7 @@ use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 use crate::receiver::{ReceiverConfig, Receivers};
 use crate::settle;
+use crate::settle::hold::Hold;
 
 /// Deliveries from one queue, to settle one by one.
 ///
@@ -27,7 +28,8 @@ use crate::settle;
 ///
 /// Dropping the consumer stops its receivers and returns the messages received but not yet
 /// handed out (visibility 0). Deliveries already handed out can still be settled until
-/// [`ConsumerHandle::shutdown`] completes.
+/// [`ConsumerHandle::shutdown`] completes; after [`ConsumerHandle::release`], until the last
+/// of them is settled or dropped.
 pub struct Consumer {
     rx: mpsc::Receiver<Vec<Delivery>>,
     /// Set once the receivers are gone and everything they sent was taken in.
@@ -37,6 +39,9 @@ pub struct Consumer {
     /// time is handed out.
     gate: Option<Arc<Gate>>,
     handle: ConsumerHandle,
+    /// Keeps the settlement open for what the consumer holds and returns; let go once it
+    /// holds nothing ([`close`](Self::close), or dropped after returning it).
+    hold: Option<Hold>,
 }
 
 /// Controls a [`Consumer`]'s tasks from anywhere: stop receiving, then shut down.
@@ -52,6 +57,9 @@ struct Inner {
     receivers: Arc<Receivers>,
     drain: CancellationToken,
     settle_tasks: TaskTracker,
+    /// The owner's hold on the settlement, let go by [`ConsumerHandle::release`] (or when the
+    /// last handle and the consumer are gone).
+    owner: Mutex<Option<Hold>>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -98,7 +106,12 @@ impl Consumer {
         runtime: &RuntimeHandle,
     ) -> Self {
         let settle_tasks = TaskTracker::new();
-        let drain = CancellationToken::new();
+        // The settlement drains when told to (`shutdown`), or once the last hold on it went
+        // (`release`, then every delivery and the consumer).
+        let holds = Arc::clone(&queue.settler.holds);
+        let owner = Hold::new(&holds);
+        let hold = Hold::new(&holds);
+        let drain = holds.released().child_token();
         settle_tasks.spawn_on(
             settle::run(
                 Arc::clone(&queue.settler),
@@ -139,6 +152,7 @@ impl Consumer {
             rx_done: false,
             buffered: VecDeque::new(),
             gate,
+            hold: Some(hold),
             handle: ConsumerHandle {
                 inner: Arc::new(Inner {
                     queue,
@@ -147,6 +161,7 @@ impl Consumer {
                     receivers,
                     drain,
                     settle_tasks,
+                    owner: Mutex::new(Some(owner)),
                 }),
             },
         }
@@ -296,6 +311,8 @@ impl Consumer {
         self.handed_out(returned.len());
         delivery::return_all(&self.handle.inner.queue, returned);
         self.return_gated();
+        // Everything it held is queued: the settlement no longer stays open for it.
+        self.hold = None;
     }
 
     /// Returns what the FIFO gate holds, ready or waiting for its group (already counted as
@@ -366,11 +383,65 @@ impl ConsumerHandle {
     ///
     /// Dropping the future leaves the shutdown half done; calling it again finishes it.
     pub async fn shutdown(&self) {
+        self.stop_and_let_go(true).await;
+        self.stopped().await;
+    }
+
+    /// Stops receiving, waits for the receivers, and lets go of the settlement: it stays open,
+    /// heartbeat included, for as long as the [`Consumer`] or any delivery it handed out is
+    /// left, so that a settlement made meanwhile is sent and what the consumer returns as it
+    /// is dropped goes back at once. A long poll the stop cut short holds it open too, until
+    /// SQS answers it (within the receive's wait time), and what it brings goes back at once,
+    /// so a message requeued meanwhile is not hidden by an answer nobody reads. Once the last
+    /// of them is done, every pending settlement is sent and answered, and this returns.
+    ///
+    /// Unlike [`shutdown`](Self::shutdown), it asks no order of its caller; it does wait for
+    /// whoever holds a delivery or the consumer, so the task that awaits it must not be the
+    /// one holding them (or must bound the wait: the settlement stays open all the same).
+    ///
+    /// # Cancel safety
+    ///
+    /// Once the receivers are done, dropping the future lets go all the same; calling it again
+    /// waits for the rest.
+    pub async fn release(&self) {
+        self.stop_and_let_go(false).await;
+        self.stopped().await;
+    }
+
+    /// As [`release`](Self::release), waiting at most `grace` for the holders once the
+    /// receivers are done. Returns whether the settlement stopped within it; if not, it stays
+    /// open until the last holder goes.
+    pub(crate) async fn release_within(&self, grace: std::time::Duration) -> bool {
+        self.stop_and_let_go(false).await;
+        tokio::time::timeout(grace, self.stopped()).await.is_ok()
+    }
+
+    /// Stops the receivers, and lets go of the owner's hold once they are done; drains the
+    /// settlement now when `drain_now` (else once the last hold goes).
+    async fn stop_and_let_go(&self, drain_now: bool) {
         let inner = &self.inner;
         inner.queue.health.draining();
+        if !drain_now {
+            inner.receivers.finish_open_polls();
+        }
         inner.stop_receiving.cancel();
         inner.receivers.wait().await;
-        inner.drain.cancel();
+        // Let go after the receivers are done: what they brought holds the settlement itself.
+        drop(
+            inner
+                .owner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        if drain_now {
+            inner.drain.cancel();
+        }
+    }
+
+    /// Waits for the settlement to send and answer everything and stop.
+    async fn stopped(&self) {
+        let inner = &self.inner;
         inner.settle_tasks.close();
         inner.settle_tasks.wait().await;
         inner.queue.health.stopped();

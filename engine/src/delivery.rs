@@ -14,6 +14,7 @@ use crate::limits::MAX_VISIBILITY;
 use crate::message::Message;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
+use crate::settle::hold::Hold;
 use crate::settle::plan::plan;
 use crate::settle::{self, AnswerHook, Request, Settlement};
 use crate::turn::{Fate, Turn};
@@ -79,6 +80,7 @@ impl Delivery {
                 .extension_end(first_called_at.min(called_at), window_end),
         );
         let group = queue_fifo_group(&queue, &message);
+        let hold = Hold::new(&queue.settler.holds);
         let ticket = Ticket {
             receipt,
             message_id,
@@ -92,6 +94,7 @@ impl Delivery {
             turn: None,
             group,
             settled: false,
+            _hold: hold,
         };
         Self { message, ticket }
     }
@@ -192,6 +195,9 @@ pub struct Ticket {
     /// Its FIFO group, for a batch handler's order check.
     group: Option<Arc<str>>,
     settled: bool,
+    /// Keeps the queue's settlement open until the ticket is settled (its entry queued) or
+    /// dropped: declared last, so it goes after everything else.
+    _hold: Hold,
 }
 
 impl Ticket {

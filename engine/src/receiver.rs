@@ -1,7 +1,7 @@
 //! Long-poll receivers: each loops on `ReceiveMessage` while the engine has room for a batch.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -19,6 +19,7 @@ use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
 use crate::round_trip::{LIGHT_IN_FLIGHT, LoadedRoundTrip};
+use crate::settle::hold::Hold;
 use crate::system_attributes::SystemAttributes;
 use crate::take_rate::TakeRate;
 
@@ -102,6 +103,9 @@ pub(crate) struct Receivers {
     round_trip: LoadedRoundTrip,
     /// How fast the messages received are handed out.
     taken: TakeRate,
+    /// Set before `stop` when the settlement stays open after the receivers (see
+    /// [`finish_open_polls`](Self::finish_open_polls)).
+    finish_polls: AtomicBool,
 }
 
 impl Receivers {
@@ -133,6 +137,7 @@ impl Receivers {
             waiting: AtomicUsize::new(0),
             takers_waiting: AtomicUsize::new(0),
             last_wait_end: AtomicU64::new(0),
+            finish_polls: AtomicBool::new(false),
             epoch: Instant::now(),
             round_trip: LoadedRoundTrip::default(),
             taken: TakeRate::default(),
@@ -299,6 +304,15 @@ impl Receivers {
         shrunk
     }
 
+    /// Call before `stop` when the settlement stays open after the receivers: a long poll
+    /// still open when its receiver's grace ends is then finished on the side, holding the
+    /// settlement open, and what it brings goes back at once (visibility 0). Abandoned, SQS
+    /// would still answer it, and hide what it took for the visibility timeout: a message
+    /// requeued after the receivers stopped included.
+    pub(crate) fn finish_open_polls(&self) {
+        self.finish_polls.store(true, Ordering::Release);
+    }
+
     /// Waits until every receiver has ended.
     pub(crate) async fn wait(&self) {
         self.tasks.wait().await;
@@ -320,7 +334,9 @@ impl Receivers {
 /// When `stop` is cancelled during a long poll, the poll gets four round trips (as measured on
 /// the queue's short calls; a second before any was measured) to answer; what it brings
 /// is returned at once (visibility 0). A poll still open after that is abandoned: a message SQS
-/// handed out in its answer comes back when its visibility timeout lapses.
+/// handed out in its answer comes back when its visibility timeout lapses. Unless the
+/// settlement stays open after the receivers ([`Receivers::finish_open_polls`]): then the poll
+/// is finished on the side, and what it brings goes back at once.
 async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     let queue = &set.queue;
     let config = set.config;
@@ -367,15 +383,22 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
         let called_at = Instant::now();
         let first_called_at = attempt.as_ref().map_or(called_at, |(_, first)| *first);
         let result = {
-            let request = ReceiveRequest {
-                queue_url: &queue.url,
-                max_messages: config.max_messages,
-                wait_time: config.wait_time,
-                visibility_timeout: queue.visibility_timeout,
-                attempt_id: attempt.as_ref().map(|(id, _)| id.as_str()),
-                system_attributes: config.system_attributes.names(),
-            };
-            let mut receive = std::pin::pin!(caught(async { queue.api.receive(&request).await }));
+            // Owned, so that a poll the stop cuts short can be finished on the side.
+            let mut receive = Box::pin({
+                let queue = Arc::clone(queue);
+                let attempt_id = attempt.as_ref().map(|(id, _)| id.clone());
+                async move {
+                    let request = ReceiveRequest {
+                        queue_url: &queue.url,
+                        max_messages: config.max_messages,
+                        wait_time: config.wait_time,
+                        visibility_timeout: queue.visibility_timeout,
+                        attempt_id: attempt_id.as_deref(),
+                        system_attributes: config.system_attributes.names(),
+                    };
+                    caught(queue.api.receive(&request)).await
+                }
+            });
             tokio::select! {
                 biased;
                 result = &mut receive => result,
@@ -388,6 +411,9 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                             if let Ok(messages) = result {
                                 return_at_once(queue, messages, &mut permits, called_at);
                             }
+                        }
+                        Err(_) if set.finish_polls.load(Ordering::Acquire) => {
+                            finish_aside(&set, receive, permits, called_at);
                         }
                         Err(_) => queue.metrics.receive_abandoned(),
                     }
@@ -583,6 +609,28 @@ fn return_at_once(
         );
         delivery.settle_detached(crate::outcome::Outcome::Retry);
     }
+}
+
+/// Finishes a long poll its receiver stopped waiting for, holding the queue's settlement open
+/// until it answers, and returns what it brings at once (see [`Receivers::finish_open_polls`]).
+fn finish_aside(
+    set: &Receivers,
+    receive: impl Future<Output = Result<Vec<crate::api::ReceivedMessage>, crate::api::CallError>>
+    + Send
+    + 'static,
+    mut permits: tokio::sync::OwnedSemaphorePermit,
+    called_at: Instant,
+) {
+    let queue = Arc::clone(&set.queue);
+    let hold = Hold::new(&queue.settler.holds);
+    set.runtime.spawn(async move {
+        let result = receive.await;
+        queue.metrics.call(Action::ReceiveMessage, result.is_ok());
+        if let Ok(messages) = result {
+            return_at_once(&queue, messages, &mut permits, called_at);
+        }
+        drop(hold);
+    });
 }
 
 /// The age of the oldest message among `deliveries`, from their `SentTimestamp`.

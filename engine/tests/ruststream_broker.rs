@@ -312,11 +312,11 @@ async fn a_drop_on_the_last_allowed_receive_moves_the_message_to_the_dead_letter
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_shutdown_publishes_and_settlements_are_refused() {
+async fn after_shutdown_publishes_and_subscriptions_are_refused() {
     let recording = Recording::new(None).await;
     let connected = connect(&recording).await;
     let name = support::unique("rs.closed");
-    let mut subscriber = connected
+    let subscriber = connected
         .subscribe_queue(queue(&name))
         .await
         .expect("subscribe");
@@ -325,18 +325,18 @@ async fn after_shutdown_publishes_and_settlements_are_refused() {
         .publish(message(&name, b"one", HeaderMap::new()), None)
         .await
         .expect("publish");
-    let delivery = {
-        let mut stream = Box::pin(subscriber.stream());
-        next(&mut stream, "a delivery").await
-    };
     drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    connected.clone().shutdown().await.expect("shutdown");
     let err = publisher
         .publish(message(&name, b"two", HeaderMap::new()), None)
         .await
         .expect_err("publish after shutdown");
     assert!(matches!(err, SqsError::NotConnected), "{err}");
-    assert!(delivery.nack(true).await.is_err(), "settle after shutdown");
+    let err = connected
+        .subscribe_queue(queue(&name))
+        .await
+        .expect_err("subscribe after shutdown");
+    assert!(matches!(err, SqsError::NotConnected), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -519,4 +519,258 @@ async fn a_fifo_subscription_hands_out_one_unsettled_delivery_per_group() {
     drop(stream);
     drop(subscriber);
     connected.shutdown().await.expect("shutdown");
+}
+
+// The order things are dropped or shut down in at the end of a service. These run against
+// LocalStack, for correctness: what SQS holds once the broker's shutdown has returned. Every
+// queue here has a 60 s visibility timeout, so a message visible again before a test ends went
+// back by a call, never by a lapsed timeout.
+
+/// The visibility timeout of the queues below: far longer than any of these tests.
+const LONG_VISIBILITY: Duration = Duration::from_secs(60);
+
+/// Connects to LocalStack with a client of the broker's own.
+async fn connect_live() -> ConnectedSqsBroker {
+    SqsBroker::new()
+        .endpoint(support::endpoint())
+        .region("us-east-1")
+        .test_credentials()
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Waits until the queue at `url` holds `expected` (visible, in flight), within 20 s.
+async fn until_counts(url: &str, expected: (u64, u64)) {
+    let client = support::client().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let counts = support::counts(&client, url).await;
+        if counts == expected {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the queue holds {counts:?} (visible, in flight), not {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_running_while_the_broker_shuts_down_has_its_ack_applied() {
+    let connected = connect_live().await;
+    let name = support::unique("rs.shutdown-running");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name).visibility(LONG_VISIBILITY))
+        .await
+        .expect("subscribe");
+    let url = subscriber.queue_url().to_owned();
+    connected
+        .publisher()
+        .publish(message(&name, b"running", HeaderMap::new()), None)
+        .await
+        .expect("publish");
+    let delivery = {
+        let mut stream = Box::pin(subscriber.stream());
+        next(&mut stream, "a delivery").await
+    };
+    // As the framework does when a subscription's loop ends: the subscriber goes first, and a
+    // handler of it may still run.
+    drop(subscriber);
+    let handler = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        delivery.ack().await
+    });
+    tokio::time::timeout(Duration::from_secs(30), connected.shutdown())
+        .await
+        .expect("the shutdown ends once the handler is done")
+        .expect("shutdown");
+    let acked = handler.await.expect("the handler ran");
+    assert!(acked.is_ok(), "the ack made during the shutdown: {acked:?}");
+    let client = support::client().await;
+    assert_eq!(
+        support::counts(&client, &url).await,
+        (0, 0),
+        "deleted by the time the shutdown returned, not to be delivered again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_dropped_after_the_broker_shut_down_returns_what_it_had_not_handed_out() {
+    let connected = connect_live().await;
+    let name = support::unique("rs.shutdown-prefetched");
+    let mut subscriber = connected
+        .subscribe_queue(queue(&name).visibility(LONG_VISIBILITY).receivers(1))
+        .await
+        .expect("subscribe");
+    let url = subscriber.queue_url().to_owned();
+    let publisher = connected.publisher();
+    let sent = join_all((0..10).map(|i| {
+        let body = format!("prefetched {i}");
+        let publisher = publisher.clone();
+        let name = name.clone();
+        async move {
+            publisher
+                .publish(message(&name, body.as_bytes(), HeaderMap::new()), None)
+                .await
+        }
+    }))
+    .await;
+    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+    {
+        let mut stream = Box::pin(subscriber.stream());
+        let first = next(&mut stream, "a delivery").await;
+        first.ack().await.expect("ack");
+    }
+    // The other nine are received, and held by the subscriber without being handed out.
+    until_counts(&url, (0, 9)).await;
+
+    // The broker shuts down first; the subscriber goes after it.
+    let shutting_down = tokio::spawn(connected.clone().shutdown());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(subscriber);
+    tokio::time::timeout(Duration::from_secs(30), shutting_down)
+        .await
+        .expect("the shutdown ends")
+        .expect("the shutdown ran")
+        .expect("shutdown");
+    // Within 20 s of a 60 s visibility timeout: only a return makes them visible.
+    until_counts(&url, (9, 0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_requeued_after_the_broker_shut_down_goes_back_though_a_long_poll_was_open() {
+    let connected = connect_live().await;
+    let name = support::unique("rs.shutdown-requeued");
+    // Long-polled for SQS's longest, 20 s, as by default.
+    let mut subscriber = connected
+        .subscribe_queue(
+            SqsQueue::new(&name)
+                .create_if_missing()
+                .wait(Duration::from_secs(20))
+                .visibility(LONG_VISIBILITY)
+                .receivers(1),
+        )
+        .await
+        .expect("subscribe");
+    let url = subscriber.queue_url().to_owned();
+    connected
+        .publisher()
+        .publish(message(&name, b"held", HeaderMap::new()), None)
+        .await
+        .expect("publish");
+    let held = {
+        let mut stream = Box::pin(subscriber.stream());
+        next(&mut stream, "a delivery").await
+    };
+    // The queue is empty: the receiver's next long poll is open at SQS when the shutdown stops
+    // it, and outlives the shutdown's wait for it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::timeout(Duration::from_secs(30), connected.shutdown())
+        .await
+        .expect("the shutdown ends")
+        .expect("shutdown");
+    held.nack(true)
+        .await
+        .expect("a requeue after the shutdown is answered");
+    // Within 20 s of a 60 s visibility timeout: only the requeue makes it visible, and a long
+    // poll still open at SQS that took it must give it back.
+    until_counts(&url, (1, 0)).await;
+    drop(subscriber);
+}
+
+/// Whether [`hold_until_released`] may settle what it holds.
+static RELEASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The bodies and receive counts [`hold_until_released`] was handed.
+static HANDED: Mutex<Vec<(Vec<u8>, String)>> = Mutex::new(Vec::new());
+
+/// Holds each delivery until [`RELEASED`] (or 20 s), then acks it.
+#[subscriber(SqsQueue)]
+async fn hold_until_released(body: &Raw<'_>, cx: &mut Context<'_>) -> HandlerOutcome {
+    let receives = cx
+        .headers()
+        .get_str(RECEIVE_COUNT_HEADER)
+        .unwrap_or_default()
+        .to_owned();
+    HANDED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((body.0.to_vec(), receives));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !RELEASED.load(std::sync::atomic::Ordering::Acquire)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    HandlerOutcome::ack()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_dropped_before_its_broker_shuts_down_has_every_ack_applied() {
+    let name = support::unique("rs.shutdown-app-dropped");
+    let broker = SqsBroker::new()
+        .endpoint(support::endpoint())
+        .region("us-east-1")
+        .test_credentials();
+    let queue_name = name.clone();
+    let app =
+        RustStream::new(AppInfo::new("app-dropped", "0.1.0")).with_broker(broker.clone(), |b| {
+            b.include(
+                hold_until_released
+                    .name(queue_name)
+                    .workers(nonzero!(1))
+                    .create_if_missing()
+                    .wait(Duration::from_secs(1))
+                    .visibility(LONG_VISIBILITY)
+                    .receivers(1),
+            );
+        });
+    let running = app.start().await.expect("the app starts");
+    let client = support::client().await;
+    let url = client
+        .get_queue_url()
+        .queue_name(sqs_engine::ruststream::queue_name(&name))
+        .send()
+        .await
+        .expect("the subscription created the queue")
+        .queue_url
+        .expect("a URL");
+    let bodies: Vec<String> = (0..5).map(|i| format!("held {i}")).collect();
+    support::send(&client, &url, &bodies).await;
+    // One is being handled, the other four are received and wait for the worker.
+    support::eventually(Duration::from_secs(20), "a handler running", || {
+        !HANDED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    })
+    .await;
+    until_counts(&url, (0, 5)).await;
+
+    // The app's handle goes first, without its shutdown: the service runs on, detached. Then
+    // the broker's connection, which the app shares, shuts down while the handler runs.
+    drop(running);
+    let connected = broker.connect().await.expect("the app's connection");
+    let shutting_down = tokio::spawn(connected.shutdown());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    RELEASED.store(true, std::sync::atomic::Ordering::Release);
+    tokio::time::timeout(Duration::from_secs(30), shutting_down)
+        .await
+        .expect("the shutdown ends")
+        .expect("the shutdown ran")
+        .expect("shutdown");
+    // Every message the service held is acked and deleted.
+    until_counts(&url, (0, 0)).await;
+    let mut handed = HANDED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    handed.sort();
+    let expected: Vec<(Vec<u8>, String)> = bodies
+        .iter()
+        .map(|body| (body.clone().into_bytes(), "1".to_owned()))
+        .collect();
+    assert_eq!(handed, expected, "each handed out once, none again");
 }

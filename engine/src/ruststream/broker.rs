@@ -271,6 +271,11 @@ impl Broker for SqsBroker {
     }
 }
 
+/// How long a shutdown waits, once the receivers stopped, for the subscribers and deliveries
+/// still held: handlers finishing, subscribers being dropped. Short, because the framework's
+/// own shutdown has already waited for its handlers by then.
+const SETTLEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What the connected broker, its publishers and its deliveries share.
 pub(crate) struct Core {
     api: Arc<dyn SqsApi>,
@@ -293,6 +298,9 @@ pub(crate) struct Core {
     /// The in-process SQS the broker runs on, when the test harness connected it.
     #[cfg(feature = "testing")]
     pub(crate) in_process: Option<crate::testing::InProcessSqs>,
+    /// In process, the subscriptions' watches, ended by the shutdown (see [`Core::watch`]).
+    #[cfg(feature = "testing")]
+    watches: Mutex<Vec<std::sync::Weak<Mutex<Option<crate::testing::Watch>>>>>,
 }
 
 impl Core {
@@ -317,6 +325,32 @@ impl Core {
             dedup_seq: AtomicU64::new(0),
             #[cfg(feature = "testing")]
             in_process: None,
+            #[cfg(feature = "testing")]
+            watches: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// In process, watches `queue` for a subscription: until the subscriber is dropped or the
+    /// broker shut down, whichever comes first. A subscription whose receivers the shutdown
+    /// stopped no longer receives, as on SQS: the queue's next subscription (on a new
+    /// connection) gets its messages, a delivery requeued after the shutdown included.
+    #[cfg(feature = "testing")]
+    fn watch(&self, queue: &str) -> Option<Arc<Mutex<Option<crate::testing::Watch>>>> {
+        let watch = Arc::new(Mutex::new(Some(self.in_process.as_ref()?.watch(queue))));
+        self.watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&watch));
+        Some(watch)
+    }
+
+    /// In process, ends the watches of the subscriptions still held.
+    #[cfg(feature = "testing")]
+    fn end_watches(&self) {
+        let watches =
+            std::mem::take(&mut *self.watches.lock().unwrap_or_else(PoisonError::into_inner));
+        for watch in watches.iter().filter_map(std::sync::Weak::upgrade) {
+            drop(watch.lock().unwrap_or_else(PoisonError::into_inner).take());
         }
     }
 
@@ -417,15 +451,19 @@ impl ConnectedSqsBroker {
         // In process, the queue is watched before its receivers start, so that nothing they
         // receive escapes the harness's count, and the subscription receives as itself.
         #[cfg(feature = "testing")]
-        let watch = self
-            .core
-            .in_process
-            .as_ref()
-            .map(|sqs| sqs.watch(&queue_name(&queue.queue)));
+        let watch = self.core.watch(&queue_name(&queue.queue));
         let builder = Engine::builder();
         #[cfg(feature = "testing")]
-        let builder = match &watch {
-            Some(watch) => builder.api(watch.reader()),
+        let builder = match watch.as_ref().and_then(|watch| {
+            Some(
+                watch
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()?
+                    .reader(),
+            )
+        }) {
+            Some(reader) => builder.api(reader),
             None => builder,
         };
         #[cfg(not(feature = "testing"))]
@@ -488,8 +526,18 @@ impl ConnectedBroker for ConnectedSqsBroker {
     type Error = SqsError;
     type Closed = ();
 
-    /// Refuses new publishes and settlements, sends every publish and settlement already
-    /// made and waits for SQS's answers, then stops every subscription's tasks.
+    /// Refuses new publishes and subscriptions, sends every publish already made and waits
+    /// for SQS's answers, and stops every subscription's receivers. A subscription's
+    /// settlement and heartbeat stay open until its subscriber is dropped and each delivery
+    /// it handed out is settled or dropped, whatever the order: a handler still running acks
+    /// through it, and the messages a subscriber received but did not hand out go back at
+    /// once (visibility 0) when it is dropped, as does what a long poll the shutdown cut short
+    /// brings. Then every settlement is sent and answered, and this returns.
+    ///
+    /// It waits for those subscribers and deliveries for a grace of three seconds after the
+    /// receivers stopped, then returns; a subscription still held then keeps its settlement
+    /// open until its last holder goes, so a settlement made later still takes effect while
+    /// the broker's runtime runs.
     async fn shutdown(self) -> Result<(), SqsError> {
         self.core.closed.store(true, Ordering::Release);
         self.core.publishing.drain().await;
@@ -500,7 +548,15 @@ impl ConnectedBroker for ConnectedSqsBroker {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        futures::future::join_all(consumers.iter().map(ConsumerHandle::shutdown)).await;
+        futures::future::join_all(
+            consumers
+                .iter()
+                .map(|consumer| consumer.release_within(SETTLEMENT_GRACE)),
+        )
+        .await;
+        // The subscriptions no longer receive: in process, nor do they hold the queue.
+        #[cfg(feature = "testing")]
+        self.core.end_watches();
         info!("sqs broker shut down");
         Ok(())
     }

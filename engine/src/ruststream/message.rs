@@ -47,7 +47,6 @@ pub struct SqsMessage {
     headers: HeaderMap,
     /// Why the broker could not read the body, when it could not.
     decode_error: Option<CodecError>,
-    core: Arc<Core>,
     /// In process, the harness's count of this delivery, released once it is done with.
     #[cfg(feature = "testing")]
     counted: Option<crate::testing::Counted>,
@@ -63,7 +62,7 @@ impl std::fmt::Debug for SqsMessage {
 }
 
 impl SqsMessage {
-    pub(crate) fn new(delivery: Delivery, core: Arc<Core>) -> Self {
+    pub(crate) fn new(delivery: Delivery, core: &Core) -> Self {
         let queue = Arc::clone(&delivery.queue().name);
         let (message, ticket) = delivery.into_parts();
         let (payload, mut headers, corrupt) = read(
@@ -92,6 +91,9 @@ impl SqsMessage {
             RECEIVE_COUNT_HEADER,
             Bytes::from(message.receive_count().to_string().into_bytes()),
         );
+        // Only the test harness's in-process SQS counts deliveries.
+        #[cfg(not(feature = "testing"))]
+        let _ = core;
         #[cfg(feature = "testing")]
         let counted = core
             .in_process
@@ -102,7 +104,6 @@ impl SqsMessage {
             payload,
             headers,
             decode_error,
-            core,
             #[cfg(feature = "testing")]
             counted,
         }
@@ -118,19 +119,18 @@ impl SqsMessage {
         // In process, the delivery counts until SQS answered its settlement.
         #[cfg(feature = "testing")]
         let counted = self.counted;
-        let settlement = (!self.core.is_closed()).then(|| self.ticket.settle(outcome));
+        // The delivery holds its queue's settlement open, so the entry is sent even while the
+        // broker shuts down.
+        let settlement = self.ticket.settle(outcome);
         async move {
             #[cfg(feature = "testing")]
             let _counted = counted;
-            match settlement {
-                // The framework's contract: an ack SQS answered with success succeeds. A late
-                // one is logged with its message id and counted
-                // (`sqs_engine_late_settlements_total`) on the way here.
-                Some(settlement) => match settlement.await {
-                    Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
-                    Err(error) => Err(AckError::Broker(Box::new(error))),
-                },
-                None => Err(AckError::Broker(Box::new(SqsError::NotConnected))),
+            // The framework's contract: an ack SQS answered with success succeeds. A late one
+            // is logged with its message id and counted (`sqs_engine_late_settlements_total`)
+            // on the way here.
+            match settlement.await {
+                Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
+                Err(error) => Err(AckError::Broker(Box::new(error))),
             }
         }
     }

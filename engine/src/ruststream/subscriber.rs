@@ -25,10 +25,11 @@ pub struct SqsSubscriber {
     core: Arc<Core>,
     batch_window: Duration,
     warned_clamp: AtomicBool,
-    /// In process, the queue is watched by the test harness while the subscription lives.
-    /// Declared after `consumer`, so it ends after the consumer returned what it held.
+    /// In process, the queue is watched by the test harness while the subscription lives
+    /// and the broker is connected (see [`Core::watch`]). Declared after `consumer`, so it
+    /// ends after the consumer returned what it held.
     #[cfg(feature = "testing")]
-    watch: Option<crate::testing::Watch>,
+    watch: Option<Arc<std::sync::Mutex<Option<crate::testing::Watch>>>>,
 }
 
 impl std::fmt::Debug for SqsSubscriber {
@@ -52,7 +53,10 @@ impl SqsSubscriber {
     }
 
     #[cfg(feature = "testing")]
-    pub(crate) fn watching(mut self, watch: Option<crate::testing::Watch>) -> Self {
+    pub(crate) fn watching(
+        mut self,
+        watch: Option<Arc<std::sync::Mutex<Option<crate::testing::Watch>>>>,
+    ) -> Self {
         self.watch = watch;
         self
     }
@@ -90,7 +94,7 @@ impl SqsSubscriber {
         Some(
             batch
                 .into_iter()
-                .map(|delivery| SqsMessage::new(delivery, Arc::clone(core)))
+                .map(|delivery| SqsMessage::new(delivery, core))
                 .collect(),
         )
     }
@@ -106,7 +110,7 @@ impl Subscriber for SqsSubscriber {
     fn stream(&mut self) -> impl Stream<Item = Result<SqsMessage, SqsError>> + Send + '_ {
         futures::stream::unfold(self, |this| async move {
             let delivery = this.consumer.recv().await?;
-            let message = SqsMessage::new(delivery, Arc::clone(&this.core));
+            let message = SqsMessage::new(delivery, &this.core);
             Some((Ok(message), this))
         })
     }

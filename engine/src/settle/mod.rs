@@ -8,6 +8,7 @@
 
 pub(crate) mod coalescer;
 pub(crate) mod heartbeat;
+pub(crate) mod hold;
 pub(crate) mod plan;
 pub(crate) mod state;
 pub(crate) mod visibility;
@@ -88,6 +89,8 @@ pub(crate) struct Settler {
     /// Told how the batch calls fare: one failing in a way retrying cannot mend makes the
     /// engine unhealthy, and in time makes it give up.
     health: Arc<HealthCells>,
+    /// What keeps the settlement open: the last hold released drains it.
+    pub(crate) holds: Arc<hold::Holds>,
 }
 
 /// What a queue's settlement needs to know.
@@ -127,6 +130,7 @@ impl Settler {
             wake: Notify::new(),
             shrunk: Notify::new(),
             health: config.health,
+            holds: Arc::default(),
         }
     }
 
