@@ -7,13 +7,14 @@ use ::ruststream::codec::CodecError;
 use ::ruststream::{AckError, Bytes, HeaderMap, IncomingMessage};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use tracing::warn;
+use tracing::{Instrument, warn};
 
 use super::broker::Core;
 use super::error::SqsError;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
 use crate::delivery::{Delivery, Ticket};
+use crate::engine::message_span;
 use crate::limits::valid_text;
 use crate::outcome::Outcome;
 
@@ -36,8 +37,19 @@ pub(crate) fn encode_body(payload: Vec<u8>) -> (String, bool) {
 /// Its headers are the message attributes (a `String` or `Number` attribute as its text, a
 /// `Binary` one as its bytes), plus [`RECEIVE_COUNT_HEADER`] and, from a FIFO queue, the
 /// message group as [`PARTITION_KEY_HEADER`]. Settling queues the call with
-/// the engine's coalescer, shared with the other deliveries of the queue; the future resolves
-/// when SQS has applied it.
+/// the engine's coalescer, shared with the other deliveries of the queue. The future resolves
+/// once the settlement is queued, so that the handler's worker moves on while the call is under
+/// way: a settlement SQS then refuses is logged with the message id and counted in
+/// `sqs_engine_settlements_total` (failed), and the message comes back when its visibility
+/// lapses. On a FIFO queue the next message of the group is handed out only once SQS has
+/// confirmed the settlement (a refused one holds the group back until the message is visible
+/// again), so the group's order never rests on the worker waiting. With
+/// [`SqsBroker::confirm_settlements`](super::SqsBroker::confirm_settlements) the future resolves
+/// when SQS has answered, with the answer.
+///
+/// It carries a span from its receive until its settlement is queued (or answered, where the
+/// settlement waits for the answer), with the fields of the native API's message span:
+/// OpenTelemetry's messaging fields and the message's trace context.
 ///
 /// Dropped unsettled, it makes no call: the heartbeat stops, and the message comes back when
 /// its visibility timeout lapses.
@@ -47,6 +59,8 @@ pub struct SqsMessage {
     headers: HeaderMap,
     /// Why the broker could not read the body, when it could not.
     decode_error: Option<CodecError>,
+    /// The delivery's span, as the native API's message span.
+    span: tracing::Span,
     core: Arc<Core>,
     /// In process, the harness's count of this delivery, released once it is done with.
     #[cfg(feature = "testing")]
@@ -65,6 +79,7 @@ impl std::fmt::Debug for SqsMessage {
 impl SqsMessage {
     pub(crate) fn new(delivery: Delivery, core: Arc<Core>) -> Self {
         let queue = Arc::clone(&delivery.queue().name);
+        let span = message_span(&queue, delivery.message());
         let (message, ticket) = delivery.into_parts();
         let (payload, mut headers, corrupt) = read(
             message.body(),
@@ -75,6 +90,7 @@ impl SqsMessage {
         // A body marked base64 that is not: the broker reports it, so that the runtime settles
         // it by the decode policy without handing it to a codec; the warning names the message.
         let decode_error = corrupt.then(|| {
+            let _entered = span.enter();
             warn!(
                 queue = &*queue,
                 message_id = message.id(),
@@ -102,6 +118,7 @@ impl SqsMessage {
             payload,
             headers,
             decode_error,
+            span,
             core,
             #[cfg(feature = "testing")]
             counted,
@@ -113,27 +130,56 @@ impl SqsMessage {
         self.ticket.message_id()
     }
 
-    /// Queues the settlement now, and returns the wait for SQS's answer.
+    /// Queues the settlement now, and returns what the framework awaits: nothing more (the
+    /// flusher logs and counts SQS's answer), or SQS's answer where the settlement is
+    /// confirmed.
     fn settle(self, outcome: Outcome) -> impl Future<Output = Result<(), AckError>> + Send {
-        // In process, the delivery counts until SQS answered its settlement.
+        // In process, the delivery counts until SQS answered its settlement (the settlement is
+        // confirmed there).
         #[cfg(feature = "testing")]
         let counted = self.counted;
-        let settlement = (!self.core.is_closed()).then(|| self.ticket.settle(outcome));
+        let answer = {
+            // What the engine logs as it queues the entry (a redrive, a shortened delay) is
+            // logged in the message's span.
+            let _entered = self.span.enter();
+            if self.core.is_closed() {
+                Answer::NotConnected
+            } else if self.core.confirms_settlements() {
+                Answer::Awaited(self.ticket.settle(outcome))
+            } else {
+                // On a FIFO queue too: the engine hands out the group's next message only once
+                // SQS has answered this one's settlement, whether or not the worker waits.
+                self.ticket.settle_detached(outcome);
+                Answer::Queued
+            }
+        };
         async move {
             #[cfg(feature = "testing")]
             let _counted = counted;
-            match settlement {
+            match answer {
+                Answer::Queued => Ok(()),
                 // The framework's contract: an ack SQS answered with success succeeds. A late
                 // one is logged with its message id and counted
                 // (`sqs_engine_late_settlements_total`) on the way here.
-                Some(settlement) => match settlement.await {
+                Answer::Awaited(settlement) => match settlement.await {
                     Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
                     Err(error) => Err(AckError::Broker(Box::new(error))),
                 },
-                None => Err(AckError::Broker(Box::new(SqsError::NotConnected))),
+                Answer::NotConnected => Err(AckError::Broker(Box::new(SqsError::NotConnected))),
             }
         }
+        .instrument(self.span)
     }
+}
+
+/// What a settlement call hands the framework to await.
+enum Answer {
+    /// Queued for its batch call; SQS's answer is logged and counted by the flusher.
+    Queued,
+    /// Queued, and its answer awaited.
+    Awaited(crate::Settlement),
+    /// The broker had shut down: nothing was queued.
+    NotConnected,
 }
 
 impl IncomingMessage for SqsMessage {
@@ -163,13 +209,15 @@ impl IncomingMessage for SqsMessage {
         Some(u64::from(self.ticket.receive_count()))
     }
 
-    /// Deletes the message (`DeleteMessageBatch`, shared with other settlements).
+    /// Deletes the message (`DeleteMessageBatch`, shared with other settlements). It resolves
+    /// once the delete is queued, unless settlements are confirmed (see [`SqsMessage`]).
     ///
     /// A delete SQS answered with success after the message's visibility deadline succeeds
-    /// here too, as the framework's conformance contract requires, but is logged with the
-    /// message id and counted in `sqs_engine_late_settlements_total`: SQS answers a delete by an
-    /// outdated receipt handle with success and deletes nothing, so the message may come back.
-    /// The native [`Settlement`](crate::Settlement) reports it as
+    /// here too where the settlement is confirmed, as the framework's conformance contract
+    /// requires, but is logged with the message id and counted in
+    /// `sqs_engine_late_settlements_total`: SQS answers a delete by an outdated receipt handle
+    /// with success and deletes nothing, so the message may come back. The native
+    /// [`Settlement`](crate::Settlement) reports it as
     /// [`SettleError::Unconfirmed`](crate::SettleError::Unconfirmed).
     fn ack(self) -> impl Future<Output = Result<(), AckError>> + Send {
         self.settle(Outcome::Ack)
@@ -359,6 +407,248 @@ mod tests {
         delivery.ack().await.expect(
             "a late ack succeeds: the framework's contract (the settlement counts it late)",
         );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    use ::ruststream::ConnectedBroker as _;
+
+    /// Collects what a tracing subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(
+                &self
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            )
+            .into_owned()
+        }
+
+        /// A subscriber writing here, at INFO and above, and announcing each span as it opens.
+        fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync {
+            let writer = self.clone();
+            tracing_subscriber::fmt()
+                .with_writer(move || writer.clone())
+                .with_max_level(tracing::Level::INFO)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
+                .with_ansi(false)
+                .finish()
+        }
+    }
+
+    /// How long the stand-in takes to answer each batch call in the tests below.
+    const ANSWER_AFTER: Duration = Duration::from_secs(5);
+
+    /// The first delivery of `queue`, on a broker over `sqs` (`confirm`: with
+    /// `confirm_settlements`), with its connection and subscription.
+    async fn first_delivery(
+        sqs: Arc<crate::stand_in::StandIn>,
+        queue: &str,
+        confirm: bool,
+    ) -> (
+        super::super::ConnectedSqsBroker,
+        super::super::SqsSubscriber,
+        SqsMessage,
+    ) {
+        use ::ruststream::{Broker, Subscriber};
+        use futures::StreamExt;
+
+        let mut broker = super::super::SqsBroker::new().api(sqs);
+        if confirm {
+            broker = broker.confirm_settlements();
+        }
+        let connected = broker.connect().await.expect("connect");
+        let mut subscriber = connected
+            .subscribe_queue(super::super::SqsQueue::new(queue).heartbeat(false))
+            .await
+            .expect("subscribe");
+        let delivery = {
+            let mut stream = Box::pin(subscriber.stream());
+            stream
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("it decodes")
+        };
+        (connected, subscriber, delivery)
+    }
+
+    /// On a paused clock, on the stand-in SQS, whose answers take 5 s and refuse the delete of
+    /// `m1`: on a standard queue the ack resolves as soon as the delete is queued, without the
+    /// round trip; SQS's refusal then comes through the log, with the message id, and the
+    /// consumer's count of failed acks.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn on_a_standard_queue_an_ack_resolves_once_queued_and_a_refusal_is_logged_and_counted() {
+        let captured = Captured::default();
+        let _default = tracing::subscriber::set_default(captured.subscriber());
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(Duration::ZERO, Ok(vec![crate::stand_in::message("m1")]))],
+            "m1",
+            ANSWER_AFTER,
+        );
+        let (connected, subscriber, delivery) = first_delivery(sqs.clone(), "orders", false).await;
+        let started = tokio::time::Instant::now();
+        delivery
+            .ack()
+            .await
+            .expect("the ack is queued: SQS's refusal is not the framework's to see");
+        assert!(
+            started.elapsed() < ANSWER_AFTER,
+            "the ack resolved without waiting for SQS's answer, after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(ANSWER_AFTER * 2).await;
+        assert_eq!(sqs.calls(), [["m1-receipt"]], "the delete was sent");
+        let acked: Vec<_> = connected
+            .core
+            .consumer_stats()
+            .iter()
+            .map(|stats| stats.acked)
+            .collect();
+        assert_eq!(acked.len(), 1);
+        assert_eq!(
+            (acked[0].ok, acked[0].failed),
+            (0, 1),
+            "the refused ack is counted"
+        );
+        let log = captured.text();
+        assert!(
+            log.lines()
+                .any(|line| line.contains("settlement failed") && line.contains("m1")),
+            "the refusal is logged with the message id:\n{log}"
+        );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    /// On a paused clock, on the stand-in SQS as above: with `confirm_settlements` the ack
+    /// resolves with SQS's answer, its refusal included.
+    #[tokio::test(start_paused = true)]
+    async fn with_confirm_settlements_an_ack_resolves_with_sqs_answer() {
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(Duration::ZERO, Ok(vec![crate::stand_in::message("m1")]))],
+            "m1",
+            ANSWER_AFTER,
+        );
+        let (connected, subscriber, delivery) = first_delivery(sqs, "orders", true).await;
+        let started = tokio::time::Instant::now();
+        let refused = delivery.ack().await.expect_err("SQS refused the delete");
+        assert!(
+            started.elapsed() >= ANSWER_AFTER,
+            "the ack waited for SQS's answer, resolved after {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(&refused, AckError::Broker(error) if error.to_string().contains("m1")),
+            "{refused:?}"
+        );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    /// On a paused clock, on the stand-in SQS, whose answers take 5 s: on a FIFO queue the ack
+    /// resolves once queued, and the next message of the group is handed out only once SQS
+    /// has answered the delete: the group's order rests on SQS's answer, not on the worker.
+    #[tokio::test(start_paused = true)]
+    async fn on_a_fifo_queue_the_next_message_of_the_group_waits_for_sqs_answer() {
+        use ::ruststream::Subscriber;
+        use futures::StreamExt;
+
+        let in_group = |id: &str, sequence: &str| {
+            let mut message = crate::stand_in::message(id);
+            message
+                .attributes
+                .insert("MessageGroupId".to_owned(), "g".to_owned());
+            message
+                .attributes
+                .insert("SequenceNumber".to_owned(), sequence.to_owned());
+            message
+        };
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(
+                Duration::ZERO,
+                Ok(vec![in_group("m1", "1"), in_group("m2", "2")]),
+            )],
+            "none",
+            ANSWER_AFTER,
+        );
+        let (connected, mut subscriber, first) = first_delivery(sqs, "orders.fifo", false).await;
+        assert_eq!(first.message_id(), "m1");
+        let started = tokio::time::Instant::now();
+        first.ack().await.expect("queued");
+        assert!(
+            started.elapsed() < ANSWER_AFTER,
+            "the ack resolved without waiting for SQS's answer, after {:?}",
+            started.elapsed()
+        );
+        let second = {
+            let mut stream = Box::pin(subscriber.stream());
+            stream
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("it decodes")
+        };
+        assert_eq!(second.message_id(), "m2");
+        assert!(
+            started.elapsed() >= ANSWER_AFTER,
+            "the group's next message waited for SQS's answer, came after {:?}",
+            started.elapsed()
+        );
+        second.ack().await.expect("queued");
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    /// On a paused clock, on the stand-in SQS: a delivery's span carries the native message
+    /// span's OpenTelemetry messaging fields.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_delivery_has_the_native_message_span() {
+        let captured = Captured::default();
+        let _default = tracing::subscriber::set_default(captured.subscriber());
+        let mut message = crate::stand_in::message("m7");
+        message
+            .attributes
+            .insert("ApproximateReceiveCount".to_owned(), "3".to_owned());
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(Duration::ZERO, Ok(vec![message]))],
+            "none",
+            Duration::ZERO,
+        );
+        let (connected, subscriber, delivery) = first_delivery(sqs, "orders", false).await;
+        delivery.ack().await.expect("acked");
+        let log = captured.text();
+        let span = log
+            .lines()
+            .find(|line| line.contains("message{"))
+            .unwrap_or_else(|| panic!("no message span opened:\n{log}"));
+        for field in [
+            "messaging.system=\"aws_sqs\"",
+            "messaging.operation.type=\"process\"",
+            "messaging.destination.name=\"orders\"",
+            "messaging.message.id=\"m7\"",
+            "messaging.sqs.receive_count=3",
+        ] {
+            assert!(span.contains(field), "{field} missing from {span}");
+        }
         drop(subscriber);
         connected.shutdown().await.expect("shutdown");
     }
