@@ -141,12 +141,12 @@ async fn a_delivery_carries_the_native_message_span() {
     let text = text();
     let line = text
         .lines()
-        .find(|line| line.contains("message{") && line.contains(&id))
+        .find(|line| line.contains("message{") && line.contains("name=\"spans\""))
         .unwrap_or_else(|| panic!("the delivery's span opened: {text}"));
     for field in [
         "messaging.system=\"aws_sqs\"",
         "messaging.operation.type=\"process\"",
-        "messaging.destination.name=\"spans\"",
+        &format!("messaging.message.id=\"{id}\""),
         "messaging.sqs.receive_count=1",
         "traceparent=\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"",
     ] {
