@@ -147,6 +147,24 @@ impl StandIn {
         })
     }
 
+    /// Answers the next receives from `script` as [`receiving_script`](Self::receiving_script)
+    /// does, and every batch call after `latency`, refusing each entry that starts with
+    /// `prefix` (a delete's receipt handle, a visibility change's `handle=seconds`).
+    #[cfg(all(test, feature = "ruststream"))]
+    pub(crate) fn receiving_and_refusing(
+        script: Vec<ReceiveAnswer>,
+        prefix: &'static str,
+        latency: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            record: true,
+            receives: Mutex::new(script.into()),
+            refuse: Some(prefix),
+            latency,
+            ..Self::default()
+        })
+    }
+
     /// The entries of each batch call so far.
     #[cfg(test)]
     pub(crate) fn calls(&self) -> Vec<Vec<String>> {

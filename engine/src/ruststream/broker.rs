@@ -50,6 +50,7 @@ pub struct SqsBroker {
     region: Option<String>,
     test_credentials: bool,
     pub(crate) create_if_missing: bool,
+    confirm_settlements: bool,
     sdk_config: Option<SdkConfig>,
     api: Option<Arc<dyn SqsApi>>,
     /// The connection of this broker and its clones: a clone connects through it while it is
@@ -67,6 +68,7 @@ impl std::fmt::Debug for SqsBroker {
             .field("region", &self.region)
             .field("test_credentials", &self.test_credentials)
             .field("create_if_missing", &self.create_if_missing)
+            .field("confirm_settlements", &self.confirm_settlements)
             .field("sdk_config", &self.sdk_config.is_some())
             .field("api", &self.api.is_some())
             .finish()
@@ -112,6 +114,17 @@ impl SqsBroker {
     /// a missing queue stops the service at startup.
     pub fn create_if_missing(mut self) -> Self {
         self.create_if_missing = true;
+        self
+    }
+
+    /// `ack`, `nack` and `nack_after` resolve once SQS has answered the settlement, with its
+    /// answer, rather than once it is queued for its batch call: for a service whose next step (an `and_after` continuation, say) must run only
+    /// after SQS applied the settlement, and which learns of a refused one from the
+    /// settlement's error. Default off: a handler's worker moves on to the next delivery while
+    /// the call is under way, and a settlement SQS refuses is logged with the message id and
+    /// counted (`sqs_engine_settlements_total`), as the native API does it.
+    pub fn confirm_settlements(mut self) -> Self {
+        self.confirm_settlements = true;
         self
     }
 
@@ -260,10 +273,13 @@ impl Broker for SqsBroker {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| SqsError::Config(format!("connect outside a tokio runtime: {e}")))?;
         let create_if_missing = self.create_if_missing;
+        let confirm_settlements = self.confirm_settlements;
         let shared = self.clone();
         let services = self.build_services().await;
+        let mut core = Core::new(services, runtime);
+        core.confirm_settlements = confirm_settlements;
         let connected = ConnectedSqsBroker {
-            core: Arc::new(Core::new(services, runtime)),
+            core: Arc::new(core),
             create_if_missing,
         };
         shared.keep_connection(&connected);
@@ -289,6 +305,9 @@ pub(crate) struct Core {
     pub(crate) policy_writes: tokio::sync::Mutex<()>,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
+    /// Whether a settlement resolves with SQS's answer (see
+    /// [`SqsBroker::confirm_settlements`]).
+    confirm_settlements: bool,
     /// The redrive policies declared on bare queue names, until they are subscribed.
     redrives: Mutex<HashMap<String, (NonZeroU32, String)>>,
     consumers: Mutex<Vec<ConsumerHandle>>,
@@ -319,6 +338,7 @@ impl Core {
             policy_writes: tokio::sync::Mutex::new(()),
             runtime,
             closed: AtomicBool::new(false),
+            confirm_settlements: false,
             redrives: Mutex::new(HashMap::new()),
             consumers: Mutex::new(Vec::new()),
             dedup_prefix: format!("se-{:x}-{nanos:x}", std::process::id()),
@@ -356,6 +376,27 @@ impl Core {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether a settlement resolves with SQS's answer rather than once it is queued: when asked for, and in process, where the test harness counts a delivery
+    /// until SQS answered its settlement.
+    pub(crate) fn confirms_settlements(&self) -> bool {
+        #[cfg(feature = "testing")]
+        if self.in_process.is_some() {
+            return true;
+        }
+        self.confirm_settlements
+    }
+
+    /// What each subscription's consumer has done so far.
+    #[cfg(test)]
+    pub(crate) fn consumer_stats(&self) -> Vec<crate::Stats> {
+        self.consumers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(ConsumerHandle::stats)
+            .collect()
     }
 
     pub(crate) fn publishing(&self) -> &Publishing {

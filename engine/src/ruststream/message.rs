@@ -7,13 +7,14 @@ use ::ruststream::codec::CodecError;
 use ::ruststream::{AckError, Bytes, HeaderMap, IncomingMessage};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use tracing::warn;
+use tracing::{Instrument, warn};
 
 use super::broker::Core;
 use super::error::SqsError;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
 use crate::delivery::{Delivery, Ticket};
+use crate::engine::message_span;
 use crate::limits::valid_text;
 use crate::outcome::Outcome;
 
@@ -36,8 +37,19 @@ pub(crate) fn encode_body(payload: Vec<u8>) -> (String, bool) {
 /// Its headers are the message attributes (a `String` or `Number` attribute as its text, a
 /// `Binary` one as its bytes), plus [`RECEIVE_COUNT_HEADER`] and, from a FIFO queue, the
 /// message group as [`PARTITION_KEY_HEADER`]. Settling queues the call with
-/// the engine's coalescer, shared with the other deliveries of the queue; the future resolves
-/// when SQS has applied it.
+/// the engine's coalescer, shared with the other deliveries of the queue. The future resolves
+/// once the settlement is queued, so that the handler's worker moves on while the call is under
+/// way: a settlement SQS then refuses is logged with the message id and counted in
+/// `sqs_engine_settlements_total` (failed), and the message comes back when its visibility
+/// lapses. On a FIFO queue the next message of the group is handed out only once SQS has
+/// confirmed the settlement (a refused one holds the group back until the message is visible
+/// again), so the group's order never rests on the worker waiting. With
+/// [`SqsBroker::confirm_settlements`](super::SqsBroker::confirm_settlements) the future resolves
+/// when SQS has answered, with the answer.
+///
+/// It carries a span from its receive until its settlement is queued (or answered, where the
+/// settlement waits for the answer), with the fields of the native API's message span:
+/// OpenTelemetry's messaging fields and the message's trace context.
 ///
 /// Dropped unsettled, it makes no call: the heartbeat stops, and the message comes back when
 /// its visibility timeout lapses.
@@ -47,6 +59,10 @@ pub struct SqsMessage {
     headers: HeaderMap,
     /// Why the broker could not read the body, when it could not.
     decode_error: Option<CodecError>,
+    /// The delivery's span, as the native API's message span.
+    span: tracing::Span,
+    /// Whether a settlement resolves with SQS's answer rather than once it is queued.
+    confirm: bool,
     /// In process, the harness's count of this delivery, released once it is done with.
     #[cfg(feature = "testing")]
     counted: Option<crate::testing::Counted>,
@@ -64,6 +80,7 @@ impl std::fmt::Debug for SqsMessage {
 impl SqsMessage {
     pub(crate) fn new(delivery: Delivery, core: &Core) -> Self {
         let queue = Arc::clone(&delivery.queue().name);
+        let span = message_span(&queue, delivery.message());
         let (message, ticket) = delivery.into_parts();
         let (payload, mut headers, corrupt) = read(
             message.body(),
@@ -74,6 +91,7 @@ impl SqsMessage {
         // A body marked base64 that is not: the broker reports it, so that the runtime settles
         // it by the decode policy without handing it to a codec; the warning names the message.
         let decode_error = corrupt.then(|| {
+            let _entered = span.enter();
             warn!(
                 queue = &*queue,
                 message_id = message.id(),
@@ -91,9 +109,8 @@ impl SqsMessage {
             RECEIVE_COUNT_HEADER,
             Bytes::from(message.receive_count().to_string().into_bytes()),
         );
+        let confirm = core.confirms_settlements();
         // Only the test harness's in-process SQS counts deliveries.
-        #[cfg(not(feature = "testing"))]
-        let _ = core;
         #[cfg(feature = "testing")]
         let counted = core
             .in_process
@@ -104,6 +121,8 @@ impl SqsMessage {
             payload,
             headers,
             decode_error,
+            span,
+            confirm,
             #[cfg(feature = "testing")]
             counted,
         }
@@ -114,26 +133,53 @@ impl SqsMessage {
         self.ticket.message_id()
     }
 
-    /// Queues the settlement now, and returns the wait for SQS's answer.
+    /// Queues the settlement now, and returns what the framework awaits: nothing more (the
+    /// flusher logs and counts SQS's answer), or SQS's answer where the settlement is
+    /// confirmed.
     fn settle(self, outcome: Outcome) -> impl Future<Output = Result<(), AckError>> + Send {
-        // In process, the delivery counts until SQS answered its settlement.
+        // In process, the delivery counts until SQS answered its settlement (the settlement is
+        // confirmed there).
         #[cfg(feature = "testing")]
         let counted = self.counted;
         // The delivery holds its queue's settlement open, so the entry is sent even while the
         // broker shuts down.
-        let settlement = self.ticket.settle(outcome);
+        let answer = {
+            // What the engine logs as it queues the entry (a redrive, a shortened delay) is
+            // logged in the message's span.
+            let _entered = self.span.enter();
+            if self.confirm {
+                Answer::Awaited(self.ticket.settle(outcome))
+            } else {
+                // On a FIFO queue too: the engine hands out the group's next message only once
+                // SQS has answered this one's settlement, whether or not the worker waits.
+                self.ticket.settle_detached(outcome);
+                Answer::Queued
+            }
+        };
         async move {
             #[cfg(feature = "testing")]
             let _counted = counted;
-            // The framework's contract: an ack SQS answered with success succeeds. A late one
-            // is logged with its message id and counted (`sqs_engine_late_settlements_total`)
-            // on the way here.
-            match settlement.await {
-                Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
-                Err(error) => Err(AckError::Broker(Box::new(error))),
+            match answer {
+                Answer::Queued => Ok(()),
+                // The framework's contract: an ack SQS answered with success succeeds. A late
+                // one is logged with its message id and counted
+                // (`sqs_engine_late_settlements_total`) on the way here.
+                Answer::Awaited(settlement) => match settlement.await {
+                    Ok(()) | Err(crate::SettleError::Unconfirmed { .. }) => Ok(()),
+                    Err(error) => Err(AckError::Broker(Box::new(error))),
+                },
             }
         }
+        .instrument(self.span)
     }
+}
+
+/// What a settlement call hands the framework to await.
+enum Answer {
+    /// Queued for its batch call; SQS's answer is logged and counted by the flusher.
+    Queued,
+    /// Queued, and its answer awaited.
+    Awaited(crate::Settlement),
 }
 
 impl IncomingMessage for SqsMessage {
@@ -163,13 +209,15 @@ impl IncomingMessage for SqsMessage {
         Some(u64::from(self.ticket.receive_count()))
     }
 
-    /// Deletes the message (`DeleteMessageBatch`, shared with other settlements).
+    /// Deletes the message (`DeleteMessageBatch`, shared with other settlements). It resolves
+    /// once the delete is queued, unless settlements are confirmed (see [`SqsMessage`]).
     ///
     /// A delete SQS answered with success after the message's visibility deadline succeeds
-    /// here too, as the framework's conformance contract requires, but is logged with the
-    /// message id and counted in `sqs_engine_late_settlements_total`: SQS answers a delete by an
-    /// outdated receipt handle with success and deletes nothing, so the message may come back.
-    /// The native [`Settlement`](crate::Settlement) reports it as
+    /// here too where the settlement is confirmed, as the framework's conformance contract
+    /// requires, but is logged with the message id and counted in
+    /// `sqs_engine_late_settlements_total`: SQS answers a delete by an outdated receipt handle
+    /// with success and deletes nothing, so the message may come back. The native
+    /// [`Settlement`](crate::Settlement) reports it as
     /// [`SettleError::Unconfirmed`](crate::SettleError::Unconfirmed).
     fn ack(self) -> impl Future<Output = Result<(), AckError>> + Send {
         self.settle(Outcome::Ack)
@@ -359,6 +407,164 @@ mod tests {
         delivery.ack().await.expect(
             "a late ack succeeds: the framework's contract (the settlement counts it late)",
         );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    use ::ruststream::ConnectedBroker as _;
+
+    /// How long the stand-in takes to answer each batch call in the tests below.
+    const ANSWER_AFTER: Duration = Duration::from_secs(5);
+
+    /// The first delivery of `queue`, on a broker over `sqs` (`confirm`: with
+    /// `confirm_settlements`), with its connection and subscription.
+    async fn first_delivery(
+        sqs: Arc<crate::stand_in::StandIn>,
+        queue: &str,
+        confirm: bool,
+    ) -> (
+        super::super::ConnectedSqsBroker,
+        super::super::SqsSubscriber,
+        SqsMessage,
+    ) {
+        use ::ruststream::{Broker, Subscriber};
+        use futures::StreamExt;
+
+        let mut broker = super::super::SqsBroker::new().api(sqs);
+        if confirm {
+            broker = broker.confirm_settlements();
+        }
+        let connected = broker.connect().await.expect("connect");
+        let mut subscriber = connected
+            .subscribe_queue(super::super::SqsQueue::new(queue).heartbeat(false))
+            .await
+            .expect("subscribe");
+        let delivery = {
+            let mut stream = Box::pin(subscriber.stream());
+            stream
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("it decodes")
+        };
+        (connected, subscriber, delivery)
+    }
+
+    /// On a paused clock, on the stand-in SQS, whose answers take 5 s and refuse the delete of
+    /// `m1`: on a standard queue the ack resolves as soon as the delete is queued, without the
+    /// round trip; SQS's refusal then comes through the consumer's count of failed acks (and
+    /// the log: `tests/ruststream_settlement_log.rs`).
+    #[tokio::test(start_paused = true)]
+    async fn on_a_standard_queue_an_ack_resolves_once_queued_and_a_refusal_is_counted() {
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(Duration::ZERO, Ok(vec![crate::stand_in::message("m1")]))],
+            "m1",
+            ANSWER_AFTER,
+        );
+        let (connected, subscriber, delivery) = first_delivery(sqs.clone(), "orders", false).await;
+        let started = tokio::time::Instant::now();
+        delivery
+            .ack()
+            .await
+            .expect("the ack is queued: SQS's refusal is not the framework's to see");
+        assert!(
+            started.elapsed() < ANSWER_AFTER,
+            "the ack resolved without waiting for SQS's answer, after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(ANSWER_AFTER * 2).await;
+        assert_eq!(sqs.calls(), [["m1-receipt"]], "the delete was sent");
+        let acked: Vec<_> = connected
+            .core
+            .consumer_stats()
+            .iter()
+            .map(|stats| stats.acked)
+            .collect();
+        assert_eq!(acked.len(), 1);
+        assert_eq!(
+            (acked[0].ok, acked[0].failed),
+            (0, 1),
+            "the refused ack is counted"
+        );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    /// On a paused clock, on the stand-in SQS as above: with `confirm_settlements` the ack
+    /// resolves with SQS's answer, its refusal included.
+    #[tokio::test(start_paused = true)]
+    async fn with_confirm_settlements_an_ack_resolves_with_sqs_answer() {
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(Duration::ZERO, Ok(vec![crate::stand_in::message("m1")]))],
+            "m1",
+            ANSWER_AFTER,
+        );
+        let (connected, subscriber, delivery) = first_delivery(sqs, "orders", true).await;
+        let started = tokio::time::Instant::now();
+        let refused = delivery.ack().await.expect_err("SQS refused the delete");
+        assert!(
+            started.elapsed() >= ANSWER_AFTER,
+            "the ack waited for SQS's answer, resolved after {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(&refused, AckError::Broker(error) if error.to_string().contains("m1")),
+            "{refused:?}"
+        );
+        drop(subscriber);
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    /// On a paused clock, on the stand-in SQS, whose answers take 5 s: on a FIFO queue the ack
+    /// resolves once queued, and the next message of the group is handed out only once SQS
+    /// has answered the delete: the group's order rests on SQS's answer, not on the worker.
+    #[tokio::test(start_paused = true)]
+    async fn on_a_fifo_queue_the_next_message_of_the_group_waits_for_sqs_answer() {
+        use ::ruststream::Subscriber;
+        use futures::StreamExt;
+
+        let in_group = |id: &str, sequence: &str| {
+            let mut message = crate::stand_in::message(id);
+            message
+                .attributes
+                .insert("MessageGroupId".to_owned(), "g".to_owned());
+            message
+                .attributes
+                .insert("SequenceNumber".to_owned(), sequence.to_owned());
+            message
+        };
+        let sqs = crate::stand_in::StandIn::receiving_and_refusing(
+            vec![(
+                Duration::ZERO,
+                Ok(vec![in_group("m1", "1"), in_group("m2", "2")]),
+            )],
+            "none",
+            ANSWER_AFTER,
+        );
+        let (connected, mut subscriber, first) = first_delivery(sqs, "orders.fifo", false).await;
+        assert_eq!(first.message_id(), "m1");
+        let started = tokio::time::Instant::now();
+        first.ack().await.expect("queued");
+        assert!(
+            started.elapsed() < ANSWER_AFTER,
+            "the ack resolved without waiting for SQS's answer, after {:?}",
+            started.elapsed()
+        );
+        let second = {
+            let mut stream = Box::pin(subscriber.stream());
+            stream
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("it decodes")
+        };
+        assert_eq!(second.message_id(), "m2");
+        assert!(
+            started.elapsed() >= ANSWER_AFTER,
+            "the group's next message waited for SQS's answer, came after {:?}",
+            started.elapsed()
+        );
+        second.ack().await.expect("queued");
         drop(subscriber);
         connected.shutdown().await.expect("shutdown");
     }

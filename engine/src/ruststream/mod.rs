@@ -30,8 +30,12 @@
 //!
 //! ## Settlement
 //!
-//! Every outcome is an entry of the engine's coalesced batch calls, and its future resolves
-//! when SQS has applied it:
+//! Every outcome is an entry of the engine's coalesced batch calls. Its future resolves once the
+//! entry is queued, so that the worker moves on while the call is under way: a settlement SQS
+//! refuses is logged with the message id and counted, and the message comes back when its
+//! visibility lapses. On a FIFO queue the group's next message starts only once SQS has
+//! confirmed the settlement. With [`SqsBroker::confirm_settlements`] the future resolves when
+//! SQS has applied it:
 //!
 //! | outcome | call | in the engine |
 //! |---|---|---|

@@ -6,7 +6,9 @@
 //!   target);
 //! - its messages/s on LocalStack are below [`MIN_CEILING_SHARE`] of the raw ceiling's;
 //! - its SQS calls per message exceed [`MAX_CALLS_PER_MESSAGE`] on the embedded server at
-//!   [`Latency::SQS`] (the round trips of SQS in a region, see [`crate::server::Latency`]).
+//!   [`Latency::SQS`] (the round trips of SQS in a region, see [`crate::server::Latency`]);
+//! - its RustStream broker's messages/s there are below [`MIN_BROKER_SHARE`] of its native
+//!   API's in the same run.
 //!
 //! - it breaks a FIFO group's order (a message started while another of its group ran, or
 //!   acked after a later one of its group) in a short fifo run on the embedded server.
@@ -38,6 +40,10 @@ pub(crate) const MAX_CALLS_PER_MESSAGE: f64 = 0.21;
 
 /// The least share of the raw ceiling's messages/s sqs-engine must reach on LocalStack.
 pub(crate) const MIN_CEILING_SHARE: f64 = 0.8;
+
+/// The least share of sqs-engine's native messages/s its RustStream broker must reach,
+/// ack-only at [`Latency::SQS`]: the broker is an adapter over the same engine.
+pub(crate) const MIN_BROKER_SHARE: f64 = 0.8;
 
 /// Options of `loadtest ci`.
 #[derive(Debug, Clone, clap::Args)]
@@ -157,19 +163,29 @@ pub(crate) fn gates(summary: &Summary, localstack: bool) -> Vec<Gate> {
     gates
 }
 
-/// The gates of the embedded server's summary at `latency`: calls per message gated; the
-/// messages/s against the raw ceiling and the naive loop reported only.
+/// The gates of the embedded server's summary at `latency`: calls per message and the
+/// broker's messages/s against the native API's gated; the messages/s against the raw ceiling
+/// and the naive loop reported only.
 pub(crate) fn latency_gates(summary: &Summary, latency: Latency) -> Vec<Gate> {
     let row = |system| summary.row_at(ScenarioKind::AckOnly, latency, system);
     let engine = row(System::SqsEngine);
     let at = format!("{} @{}", summary.target, latency.short());
     let calls = engine.and_then(|r| r.calls_per_message);
-    let mut gates = vec![Gate {
-        name: format!("{at}: sqs-engine calls/message <= {MAX_CALLS_PER_MESSAGE}"),
-        measured: calls.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.4}")),
-        passed: calls.is_some_and(|c| c <= MAX_CALLS_PER_MESSAGE),
-        gated: true,
-    }];
+    let mut gates = vec![
+        Gate {
+            name: format!("{at}: sqs-engine calls/message <= {MAX_CALLS_PER_MESSAGE}"),
+            measured: calls.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.4}")),
+            passed: calls.is_some_and(|c| c <= MAX_CALLS_PER_MESSAGE),
+            gated: true,
+        },
+        broker_gate(
+            &at,
+            engine.filter(|r| r.completed).map(|r| r.messages_per_sec),
+            row(System::SqsEngineBroker)
+                .filter(|r| r.completed)
+                .map(|r| r.messages_per_sec),
+        ),
+    ];
     for (other, share) in [
         (
             System::Ceiling,
@@ -200,6 +216,28 @@ pub(crate) fn latency_gates(summary: &Summary, latency: Latency) -> Vec<Gate> {
         });
     }
     gates
+}
+
+/// The gate of the broker's messages/s against the native API's, from their rates in one run
+/// (`None`: the system did not run, or did not finish its messages).
+pub(crate) fn broker_gate(at: &str, native: Option<f64>, broker: Option<f64>) -> Gate {
+    let share = native
+        .zip(broker)
+        .filter(|(native, _)| *native > 0.0)
+        .map(|(native, broker)| broker / native);
+    Gate {
+        name: format!(
+            "{at}: sqs-engine broker messages/s >= {MIN_BROKER_SHARE} of the native API's"
+        ),
+        measured: match (share, native, broker) {
+            (Some(share), Some(native), Some(broker)) => {
+                format!("{share:.3} ({broker:.0} vs {native:.0} msg/s)")
+            }
+            _ => "n/a (a system did not run or did not finish)".to_owned(),
+        },
+        passed: share.is_some_and(|share| share >= MIN_BROKER_SHARE),
+        gated: true,
+    }
 }
 
 /// The gate of the fifo run: sqs-engine finished its messages with no order violation.
@@ -415,6 +453,20 @@ mod tests {
             ],
             completed,
         }
+    }
+
+    #[test]
+    fn the_broker_gate_passes_at_four_fifths_of_the_native_rate_and_only_with_both_rates() {
+        let passed = |native, broker| broker_gate("embedded @sqs", native, broker).passed;
+        assert!(passed(Some(10_000.0), Some(8_000.0)));
+        assert!(passed(Some(10_000.0), Some(12_000.0)));
+        assert!(!passed(Some(10_000.0), Some(7_999.0)));
+        assert!(!passed(None, Some(8_000.0)), "no native rate");
+        assert!(!passed(Some(10_000.0), None), "no broker rate");
+        assert!(!passed(Some(0.0), Some(0.0)), "nothing moved");
+        let gate = broker_gate("embedded @sqs", Some(10_000.0), Some(3_000.0));
+        assert!(gate.gated);
+        assert_eq!(gate.measured, "0.300 (3000 vs 10000 msg/s)");
     }
 
     #[test]

@@ -150,8 +150,8 @@ pub(crate) struct CompareArgs {
     pub(crate) latency_ceiling_loops: usize,
 
     /// Scale of the message counts at a latency, relative to `--scale` (the slowest systems
-    /// move some 600 messages a second there). The raw ceiling and sqs-engine's native API run
-    /// eight times as many (`FAST_MESSAGES_AT_LATENCY`).
+    /// move some 600 messages a second there). The raw ceiling and sqs-engine (its native API
+    /// and its broker) run eight times as many (`FAST_MESSAGES_AT_LATENCY`).
     #[arg(long, default_value_t = 0.25, value_parser = scenario::parse_scale)]
     pub(crate) latency_scale: f64,
 

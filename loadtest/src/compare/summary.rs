@@ -637,7 +637,7 @@ impl fmt::Display for Summary {
             "* counted by the server (the system cannot count its calls). x: ratio to the naive \
              loop / raw ceiling of the same scenario and latency in this run; more ratios in the \
              JSON. ceiling xN: its receive-and-delete loops. At a latency, the ceiling and \
-             sqs-engine run {}x the scenario's messages (long enough to pass their ramp-up).",
+             sqs-engine (native and broker) run {}x the scenario's messages (long enough to pass their ramp-up).",
             super::FAST_MESSAGES_AT_LATENCY
         )?;
         let mut bounded: Vec<(String, f64)> = Vec::new();

@@ -4,8 +4,9 @@
 //!
 //! The brokers do not count their calls: the parent counts them on the server (the embedded
 //! server's counters, or LocalStack's log). The settlement is seen through `and_after`, which
-//! runs once the broker has settled the message (for sqs-engine, once SQS has answered its
-//! settlement), so settlement latency is handler return to that continuation.
+//! runs once the broker's settlement returned (for sqs-engine, once the settlement is queued for
+//! its batch call), so
+//! settlement latency is handler return to that continuation.
 //!
 //! Each subscription keeps its broker's defaults: one receive loop, and the framework's
 //! `workers` bounding the deliveries at once.

@@ -75,11 +75,15 @@ impl System {
 
     /// Whether it runs [`FAST_MESSAGES_AT_LATENCY`](super::FAST_MESSAGES_AT_LATENCY) times
     /// the scenario's messages at a latency: the raw ceiling (a hundred loops or more) and
-    /// sqs-engine's native API (its receivers grow to the round trip, so the scenario's count
-    /// would measure their ramp-up). The others move a few thousand messages a second at most
-    /// there and run the scenario's count, which keeps the comparison short.
+    /// sqs-engine, its native API and its broker alike (its receivers grow to the round trip,
+    /// so the scenario's count would measure their ramp-up, and the broker is compared with
+    /// the native API on the same count). The others move a few thousand messages a second at
+    /// most there and run the scenario's count, which keeps the comparison short.
     pub(crate) fn runs_long_at_latency(self) -> bool {
-        matches!(self, Self::Ceiling | Self::SqsEngine)
+        matches!(
+            self,
+            Self::Ceiling | Self::SqsEngine | Self::SqsEngineBroker
+        )
     }
 
     /// Whether `--slow-scale` sizes its runs: the systems that settle one message per call

@@ -1,0 +1,178 @@
+//! What the RustStream broker logs about a delivery: the span it carries (the native message
+//! span's OpenTelemetry messaging fields) and a settlement SQS refuses after the ack resolved
+//! (logged with the message id). On the in-process SQS, on tokio's paused clock; a test binary
+//! of its own, so that its subscriber is the process's only one.
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use ruststream::{Broker, ConnectedBroker, Subscriber};
+use sqs_engine::prelude::*;
+use sqs_engine::testing::InProcessSqs;
+use sqs_engine::{
+    AttributeValue, BoxFuture, CallError, EntryFailure, EntryResult, MessageAttribute, SendEntry,
+    SqsDecorator,
+};
+
+/// Collects what the subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The process's subscriber, at INFO and above, announcing each span as it opens.
+fn captured() -> &'static Captured {
+    static CAPTURED: OnceLock<Captured> = OnceLock::new();
+    CAPTURED.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::INFO)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
+            .with_ansi(false)
+            .init();
+        captured
+    })
+}
+
+fn text() -> String {
+    String::from_utf8_lossy(&captured().0.lock().unwrap_or_else(PoisonError::into_inner))
+        .into_owned()
+}
+
+/// The in-process SQS, refusing every delete as SQS refuses a stale receipt handle.
+struct RefusingDeletes(InProcessSqs);
+
+impl SqsDecorator for RefusingDeletes {
+    type Inner = InProcessSqs;
+
+    fn inner(&self) -> &InProcessSqs {
+        &self.0
+    }
+
+    fn delete_message_batch<'a>(
+        &'a self,
+        _queue_url: &'a str,
+        receipt_handles: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        Box::pin(async move {
+            Ok(receipt_handles
+                .iter()
+                .map(|_| {
+                    EntryResult::Failed(EntryFailure {
+                        code: "ReceiptHandleIsInvalid".into(),
+                        sender_fault: true,
+                        message: None,
+                    })
+                })
+                .collect())
+        })
+    }
+}
+
+/// The first delivery of `queue` on a broker over `broker`, with its connection and
+/// subscription.
+async fn first_delivery(
+    broker: SqsBroker,
+    queue: &str,
+) -> (
+    ConnectedSqsBroker,
+    sqs_engine::ruststream::SqsSubscriber,
+    SqsMessage,
+) {
+    let connected = broker.connect().await.expect("connect");
+    let mut subscriber = connected
+        .subscribe_queue(SqsQueue::new(queue))
+        .await
+        .expect("subscribe");
+    let delivery = {
+        let mut stream = Box::pin(subscriber.stream());
+        stream
+            .next()
+            .await
+            .expect("a delivery")
+            .expect("it decodes")
+    };
+    (connected, subscriber, delivery)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delivery_carries_the_native_message_span() {
+    captured();
+    let sqs = InProcessSqs::new();
+    let id = sqs
+        .send_entry(
+            "spans",
+            &SendEntry {
+                body: "traced".into(),
+                attributes: vec![(
+                    "traceparent".into(),
+                    MessageAttribute {
+                        data_type: "String".into(),
+                        value: AttributeValue::String(
+                            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+                        ),
+                    },
+                )],
+                group_id: None,
+                deduplication_id: None,
+            },
+        )
+        .expect("sent");
+    let (connected, subscriber, delivery) =
+        first_delivery(SqsBroker::new().api(sqs), "spans").await;
+    delivery.ack().await.expect("acked");
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+    let text = text();
+    let line = text
+        .lines()
+        .find(|line| line.contains("message{") && line.contains("name=\"spans\""))
+        .unwrap_or_else(|| panic!("the delivery's span opened: {text}"));
+    for field in [
+        "messaging.system=\"aws_sqs\"",
+        "messaging.operation.type=\"process\"",
+        &format!("messaging.message.id=\"{id}\""),
+        "messaging.sqs.receive_count=1",
+        "traceparent=\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"",
+    ] {
+        assert!(line.contains(field), "{field} on the message span: {line}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_sqs_refuses_after_the_ack_resolved_is_logged_with_the_message_id() {
+    captured();
+    let sqs = InProcessSqs::new();
+    let id = sqs.send("refused", "refused").expect("sent");
+    let (connected, subscriber, delivery) =
+        first_delivery(SqsBroker::new().api(RefusingDeletes(sqs)), "refused").await;
+    delivery
+        .ack()
+        .await
+        .expect("the ack resolves once queued; SQS's refusal is logged");
+    drop(subscriber);
+    connected.shutdown().await.expect("shutdown");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let text = text();
+    assert!(
+        text.lines().any(|line| line.contains("settlement failed")
+            && line.contains(&id)
+            && line.contains("ReceiptHandleIsInvalid")),
+        "the refusal is logged with the message id {id}: {text}"
+    );
+}
