@@ -115,6 +115,7 @@ mod message;
 pub mod metrics;
 mod outcome;
 mod parked;
+mod pause;
 mod per_entry;
 mod processing_limit;
 #[cfg(feature = "prometheus")]
@@ -160,6 +161,7 @@ pub use limits::MAX_VISIBILITY;
 pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
+pub use pause::PauseHandle;
 pub use redrive_policy::RedriveWrite;
 pub use round_trip::RECEIVE_STOP_GRACE;
 pub use settle::Settlement;

@@ -43,6 +43,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) on_handler_error: crate::error_policy::HandlerErrorPolicy,
     /// The handlers' deadline and the heartbeat's cap.
     pub(crate) processing: crate::processing_limit::ProcessingLimit,
+    /// Whether the receivers may start receives.
+    pub(crate) paused: crate::pause::Paused,
     /// The round trip to SQS as measured on short calls.
     pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
@@ -159,6 +161,7 @@ impl QueueRuntime {
             fifo: attributes.fifo,
             on_handler_error: crate::error_policy::HandlerErrorPolicy::default(),
             processing: crate::processing_limit::ProcessingLimit::default(),
+            paused: crate::pause::Paused::default(),
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,

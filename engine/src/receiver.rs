@@ -336,7 +336,9 @@ impl Receivers {
 /// is returned at once (visibility 0). A poll still open after that is abandoned: a message SQS
 /// handed out in its answer comes back when its visibility timeout lapses. Unless the
 /// settlement stays open after the receivers ([`Receivers::finish_open_polls`]): then the poll
-/// is finished on the side, and what it brings goes back at once.
+/// is finished on the side, and what it brings goes back at once. While receiving is paused
+/// ([`PauseHandle`](crate::PauseHandle)) no receive starts, and a long poll under way when it
+/// pauses is finished on the side the same way.
 async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     let queue = &set.queue;
     let config = set.config;
@@ -347,7 +349,13 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     // made: kept when a call gets no answer (it may have taken messages), so its retry gets
     // them rather than hiding them, for as long as SQS deduplicates by it.
     let mut attempt: Option<(String, Instant)> = None;
+    let mut paused = queue.paused.clone();
     loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = paused.until_resumed() => {}
+        }
         let room = tokio::select! {
             biased;
             () = stop.cancelled() => return,
@@ -418,6 +426,13 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                         Err(_) => queue.metrics.receive_abandoned(),
                     }
                     return;
+                }
+                () = paused.until_paused() => {
+                    // Paused: what the poll still brings goes back unhandled, and the receiver
+                    // waits at the top of its loop for the resume.
+                    finish_aside(&set, receive, permits, called_at);
+                    attempt = None;
+                    continue;
                 }
             }
         };

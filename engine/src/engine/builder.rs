@@ -507,6 +507,7 @@ impl EngineBuilder {
             fifo_order: self.fifo_order,
             on_handler_error,
             processing,
+            pause: crate::pause::PauseHandle::new(&queue_name),
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),

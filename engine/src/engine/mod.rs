@@ -17,6 +17,7 @@ use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler};
 use crate::health::{HealthCells, HealthHandle};
 use crate::metrics::{Stats, StatsCells};
+use crate::pause::PauseHandle;
 use crate::processing_limit::ProcessingLimit;
 use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
@@ -83,6 +84,7 @@ pub struct Engine {
     fifo_order: FifoOrder,
     on_handler_error: HandlerErrorPolicy,
     processing: ProcessingLimit,
+    pause: PauseHandle,
     redrive: Option<Redrive>,
     create_if_missing: bool,
     stats: Arc<StatsCells>,
@@ -120,6 +122,12 @@ impl Engine {
     /// A handle on the engine's counters.
     pub fn stats(&self) -> StatsHandle {
         StatsHandle(Arc::clone(&self.stats))
+    }
+
+    /// A handle that pauses and resumes this engine's receiving while it runs (see
+    /// [`PauseHandle`]). Take it before [`run`](Self::run), which consumes the engine.
+    pub fn pause_handle(&self) -> PauseHandle {
+        self.pause.clone()
     }
 
     /// A handle on the engine's health, readable while it runs and after: whether its receives
@@ -239,6 +247,7 @@ impl Engine {
         .await?;
         queue.on_handler_error = self.on_handler_error;
         queue.processing = self.processing;
+        queue.paused = self.pause.watch();
         let queue = Arc::new(queue);
         info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
         queue.metrics.workers(self.workers);
