@@ -23,10 +23,9 @@ use crate::settle::hold::Hold;
 use crate::system_attributes::SystemAttributes;
 use crate::take_rate::TakeRate;
 
-/// Receives in flight worth having per second of a receive's round trip: enough for 60,000
-/// messages a second (ten a receive). With room for 150,000, as settlement calls have, one
-/// engine process on two cores moved no more (`loadtest compare`, ack-only, at loopback and at
-/// 0.5 and 10 ms a call). More only cost CPU and leave batches less full.
+/// Receives in flight worth having per second of a receive's round trip: receivers for at most
+/// 60,000 messages a second (ten a receive), whatever the demand. The choice is measured in
+/// `docs/benchmarks.md` ("The bounds on calls in flight").
 const RECEIVES_PER_ROUND_TRIP_SECOND: f64 = 6_000.0;
 
 /// How many times the messages the workers take now the receives in flight may bring: when

@@ -61,7 +61,11 @@ async fn a_paused_engine_receives_nothing_while_the_messages_it_holds_stay_invis
     let stats = stats.expect("runs");
     let starts = starts.lock().expect("starts").clone();
     let long: Vec<_> = starts.iter().filter(|(body, _)| body == "long").collect();
-    assert_eq!(long.len(), 1, "the held message was kept invisible: {starts:?}");
+    assert_eq!(
+        long.len(),
+        1,
+        "the held message was kept invisible: {starts:?}"
+    );
     for (body, at) in starts.iter().filter(|(body, _)| body != "long") {
         assert!(
             *at >= 240,
@@ -90,7 +94,11 @@ async fn on_localstack_nothing_is_received_while_paused_and_everything_after_the
     // Three long polls' worth (the test builder waits 1 s a poll).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(handled.load(Ordering::SeqCst), 0, "received while paused");
-    assert_eq!(support::counts(&client, &url).await, (5, 0), "all still waiting");
+    assert_eq!(
+        support::counts(&client, &url).await,
+        (5, 0),
+        "all still waiting"
+    );
     pause.resume();
     support::eventually(Duration::from_secs(30), "all five handled", || {
         handled.load(Ordering::SeqCst) == 5

@@ -600,25 +600,17 @@ async fn a_handler_running_while_the_broker_shuts_down_has_its_ack_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_dropped_after_the_broker_shut_down_returns_what_it_had_not_handed_out() {
     let connected = connect_live().await;
-    let name = support::unique("rs.shutdown-prefetched");
+    let name = support::unique("rs-shutdown-prefetched");
+    // The ten are on the queue before the subscription starts, so its first receive brings
+    // them all (sent while it polls, they could come in receives held back by the prefetch).
+    let client = support::client().await;
+    let url = support::create_queue(&client, &name, 60).await;
+    let bodies: Vec<String> = (0..10).map(|i| format!("prefetched {i}")).collect();
+    support::send(&client, &url, &bodies).await;
     let mut subscriber = connected
         .subscribe_queue(queue(&name).visibility(LONG_VISIBILITY).receivers(1))
         .await
         .expect("subscribe");
-    let url = subscriber.queue_url().to_owned();
-    let publisher = connected.publisher();
-    let sent = join_all((0..10).map(|i| {
-        let body = format!("prefetched {i}");
-        let publisher = publisher.clone();
-        let name = name.clone();
-        async move {
-            publisher
-                .publish(message(&name, body.as_bytes(), HeaderMap::new()), None)
-                .await
-        }
-    }))
-    .await;
-    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
     {
         let mut stream = Box::pin(subscriber.stream());
         let first = next(&mut stream, "a delivery").await;
@@ -711,6 +703,12 @@ async fn hold_until_released(body: &Raw<'_>, cx: &mut Context<'_>) -> HandlerOut
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_dropped_before_its_broker_shuts_down_has_every_ack_applied() {
     let name = support::unique("rs.shutdown-app-dropped");
+    // The five are on the queue before the subscription starts, so its first receive brings
+    // them all (sent while it polls, they could come in receives the prefetch holds back).
+    let client = support::client().await;
+    let url = support::create_queue(&client, &sqs_engine::ruststream::queue_name(&name), 60).await;
+    let bodies: Vec<String> = (0..5).map(|i| format!("held {i}")).collect();
+    support::send(&client, &url, &bodies).await;
     let broker = SqsBroker::new()
         .endpoint(support::endpoint())
         .region("us-east-1")
@@ -729,17 +727,6 @@ async fn an_app_dropped_before_its_broker_shuts_down_has_every_ack_applied() {
             );
         });
     let running = app.start().await.expect("the app starts");
-    let client = support::client().await;
-    let url = client
-        .get_queue_url()
-        .queue_name(sqs_engine::ruststream::queue_name(&name))
-        .send()
-        .await
-        .expect("the subscription created the queue")
-        .queue_url
-        .expect("a URL");
-    let bodies: Vec<String> = (0..5).map(|i| format!("held {i}")).collect();
-    support::send(&client, &url, &bodies).await;
     // One is being handled, the other four are received and wait for the worker.
     support::eventually(Duration::from_secs(20), "a handler running", || {
         !HANDED
