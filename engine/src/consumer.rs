@@ -411,6 +411,7 @@ impl ConsumerHandle {
     /// As [`release`](Self::release), waiting at most `grace` for the holders once the
     /// receivers are done. Returns whether the settlement stopped within it; if not, it stays
     /// open until the last holder goes.
+    #[cfg(feature = "ruststream")]
     pub(crate) async fn release_within(&self, grace: std::time::Duration) -> bool {
         self.stop_and_let_go(false).await;
         tokio::time::timeout(grace, self.stopped()).await.is_ok()
