@@ -62,6 +62,40 @@ pub(crate) trait BatchCall {
 
     /// `entries` entries go out again after a backoff.
     fn retrying(&self, _entries: usize) {}
+
+    /// Why `entry` must not be sent at `now` (what it asks for can no longer be had), if so:
+    /// it is answered with that error instead, as its call's failure. Asked before every send.
+    fn lapsed(&self, _entry: &Self::Entry, _now: Instant) -> Option<CallError> {
+        None
+    }
+}
+
+/// Answers the entries that have [`BatchCall::lapsed`] at `now` with their call's failure
+/// (after the `attempt - 1` calls made for them), and returns the others.
+fn answer_lapsed<C: BatchCall>(
+    call: &C,
+    entries: Vec<C::Entry>,
+    waiters: Vec<C::Waiter>,
+    attempt: u32,
+    now: Instant,
+) -> (Vec<C::Entry>, Vec<C::Waiter>) {
+    let mut kept = (Vec::with_capacity(entries.len()), Vec::with_capacity(waiters.len()));
+    for (entry, waiter) in entries.into_iter().zip(waiters) {
+        match call.lapsed(&entry, now) {
+            Some(error) => {
+                let answer = EntryAnswer::CallFailed {
+                    error,
+                    attempts: attempt - 1,
+                };
+                call.answer(entry, waiter, answer, now);
+            }
+            None => {
+                kept.0.push(entry);
+                kept.1.push(waiter);
+            }
+        }
+    }
+    kept
 }
 
 /// What the service answers for an entry it names neither as applied nor as failed.
@@ -91,6 +125,10 @@ pub(crate) async fn send_per_entry<C: BatchCall>(
     let mut attempt: u32 = 1;
     while !entries.is_empty() {
         let sent_at = Instant::now();
+        (entries, waiters) = answer_lapsed(call, entries, waiters, attempt, sent_at);
+        if entries.is_empty() {
+            break;
+        }
         let result = caught(call.call(&entries, sent_at)).await;
         call.called(result.is_ok(), entries.len(), sent_at);
         let budget_left = attempt < backoff.max_attempts();

@@ -625,6 +625,20 @@ impl BatchCall for SettleCall<'_> {
     fn retrying(&self, entries: usize) {
         self.settler.metrics.entries_retried(self.lane, entries);
     }
+
+    /// An extension whose message's 12-hour window has ended by the time it would go out (a
+    /// retry after a long brownout): sent, it would ask for no time at all, which makes the
+    /// message visible at once, under a handler that may still run. It is not sent.
+    fn lapsed(&self, entry: &Self::Entry, now: Instant) -> Option<CallError> {
+        let extension = matches!(entry.token, Token::Extend { .. });
+        let seconds = entry.visibility.map(|target| target.seconds_at(now).0);
+        (extension && seconds == Some(0)).then(|| {
+            CallError::new(
+                CallErrorKind::Other,
+                "the message's 12-hour visibility window ended before the extension went out",
+            )
+        })
+    }
 }
 
 /// Tells the state a batch call of `lane` is over when dropped: after its last answer, and
@@ -1053,6 +1067,30 @@ mod tests {
             "a receipt handle refused for good is not tried again"
         );
         assert_eq!(queue.metrics_stats().extensions.failed, 1);
+        assert!(queue.settler.forget(key.expect("tracked")).is_some());
+        drain.cancel();
+        tracker.close();
+        tracker.wait().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_extension_retried_after_its_messages_window_ended_is_not_sent() {
+        // The message's 12-hour window ends 25 s in: the extension due at 24 s asks for the
+        // second left, its call is throttled, and by its retry (100 ms later) no time is
+        // left. Sent, it would ask for 0 s: the message visible at once.
+        let api = StandIn::scripted(vec![Err(throttled())]);
+        let queue = queue_with_heartbeat(Arc::clone(&api)).await;
+        let (drain, tracker) = start_driver(&queue);
+        let start = Instant::now();
+        let key = queue.settler.register(
+            Arc::from("r"),
+            Arc::from("id-r"),
+            start + Duration::from_secs(30),
+            start + Duration::from_secs(25),
+        );
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        assert_eq!(api.calls(), vec![vec!["r=1"]]);
+        assert_eq!(queue.metrics_stats().extensions.ok, 0);
         assert!(queue.settler.forget(key.expect("tracked")).is_some());
         drain.cancel();
         tracker.close();

@@ -56,17 +56,29 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
-/// The features this binary was built with, as the replay command names them.
-const FEATURES: &str = if cfg!(feature = "ruststream") {
-    "testing,ruststream"
-} else {
-    "testing"
-};
+/// The features this binary was built with, as the replay command names them: all of them, as
+/// a workspace build unifies them, since what the engine does (and so what a seed draws) can
+/// differ with each.
+fn features() -> String {
+    [
+        ("testing", cfg!(feature = "testing")),
+        ("ruststream", cfg!(feature = "ruststream")),
+        ("sns", cfg!(feature = "sns")),
+        ("prometheus", cfg!(feature = "prometheus")),
+        ("asyncapi", cfg!(feature = "asyncapi")),
+        ("bench", cfg!(feature = "bench")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect::<Vec<_>>()
+    .join(",")
+}
 
 /// The command that replays `seed`.
 fn replay_command(seed: u64) -> String {
     format!(
-        "SIM_SEED={seed} cargo test -p sqs-engine --features {FEATURES} --test simulation replay -- --nocapture"
+        "SIM_SEED={seed} cargo test -p sqs-engine --features {} --test simulation replay -- --nocapture",
+        features()
     )
 }
 
