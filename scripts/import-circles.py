@@ -15,8 +15,9 @@ from a sibling, in which case the edge goes to that sibling. The parent depends 
 through code and private `use`s: its `mod` declarations and `pub use` re-exports do not count,
 so a parent re-exporting its children is no circle by itself.
 
-Comments and string literals are left out, so intra-doc links are no dependency. `#[path]`
-attributes are not followed.
+Comments and string literals are left out, so intra-doc links are no dependency, and so are
+`#[cfg(test)]` modules (inline or in files of their own): a unit test may build on any module,
+as a dev-dependency may. `#[path]` attributes are not followed.
 
 Usage: import-circles.py [WORKSPACE] [-v]; -v also prints the edges within each circle.
 Exits 1 when there is any circle, 0 otherwise.
@@ -73,6 +74,24 @@ def strip(text):
             out.append(c)
             i += 1
     return "".join(out)
+
+
+TEST_MOD_RE = re.compile(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]\s*(pub(\([^)]*\))?\s*)?mod\s+" + IDENT + r"\s*(?P<end>[;{])")
+
+
+def drop_test_modules(text):
+    """Blanks `#[cfg(test)] mod name { ... }` blocks and `#[cfg(test)] mod name;` lines."""
+    while True:
+        m = TEST_MOD_RE.search(text)
+        if not m:
+            return text
+        end = m.end()
+        if m.group("end") == "{":
+            depth = 1
+            while end < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[end], 0)
+                end += 1
+        text = text[:m.start()] + " " + text[end:]
 
 
 USE_RE = re.compile(r"(?P<vis>\bpub\s*(\([^)]*\))?\s*)?\buse\s+(?P<tree>[^;]*);")
@@ -135,7 +154,7 @@ class Crate:
     def walk(self, file, modpath):
         self.files[modpath] = file
         try:
-            text = strip(file.read_text(encoding="utf-8"))
+            text = drop_test_modules(strip(file.read_text(encoding="utf-8")))
         except OSError:
             return
         if file.name in ("mod.rs", "lib.rs", "main.rs") or modpath == ():
@@ -288,7 +307,7 @@ def sccs(nodes, edges):
 
 def analyse(workspace, root):
     crate = Crate(root.parent, root)
-    texts = {p: strip(f.read_text(encoding="utf-8")) for p, f in crate.files.items()}
+    texts = {p: drop_test_modules(strip(f.read_text(encoding="utf-8"))) for p, f in crate.files.items()}
     modules = set(crate.files)
 
     def children_of(path):
