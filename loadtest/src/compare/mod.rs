@@ -28,6 +28,7 @@ mod probe;
 mod recorder;
 mod scenario;
 mod summary;
+mod system;
 mod systems;
 
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ use self::job::{ChildResult, Job};
 use self::probe::Percentiles;
 pub(crate) use self::scenario::{FAST_MESSAGES_AT_LATENCY, Scenario, ScenarioKind};
 use self::summary::Summary;
-pub(crate) use self::systems::System;
+pub(crate) use self::system::System;
 use crate::fill::fill_queue;
 use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
 use crate::target::TargetArgs;
