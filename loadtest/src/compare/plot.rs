@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use super::Comparison;
+use super::comparison::Comparison;
 use super::summary::Row;
 use super::system::System;
 use crate::server::Latency;
