@@ -323,7 +323,7 @@ def analyse(workspace, root):
 
     def resolve(target, seen=()):
         """Follows `use` bindings: module::Name where Name is imported there."""
-        for k in range(len(target) - 1, 0, -1):
+        for k in range(len(target) - 1, -1, -1):
             mod, name = target[:k], target[k]
             if mod in modules and name in bound.get(mod, {}) and (mod, name) not in seen:
                 return resolve(bound[mod][name] + target[k + 1:], seen + ((mod, name),))
