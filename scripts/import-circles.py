@@ -16,7 +16,7 @@ through code and private `use`s: its `mod` declarations and `pub use` re-exports
 so a parent re-exporting its children is no circle by itself.
 
 Comments and string literals are left out, so intra-doc links are no dependency, and so are
-`#[cfg(test)]` modules (inline or in files of their own): a unit test may build on any module,
+`#[cfg(test)]` and `#[cfg(all(test, ...))]` modules (inline or in files of their own): a unit test may build on any module,
 as a dev-dependency may. `#[path]` attributes are not followed.
 
 Usage: import-circles.py [WORKSPACE] [-v]; -v also prints the edges within each circle.
@@ -76,11 +76,14 @@ def strip(text):
     return "".join(out)
 
 
-TEST_MOD_RE = re.compile(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]\s*(pub(\([^)]*\))?\s*)?mod\s+" + IDENT + r"\s*(?P<end>[;{])")
+TEST_MOD_RE = re.compile(
+    r"#\s*\[\s*cfg\s*\(\s*(?:test|all\s*\(\s*test\b[^\]]*\))\s*\)\s*\]\s*(?:#\s*\[[^\]]*\]\s*)*"
+    r"(?:pub(?:\([^)]*\))?\s*)?mod\s+" + IDENT + r"\s*(?P<end>[;{])"
+)
 
 
 def drop_test_modules(text):
-    """Blanks `#[cfg(test)] mod name { ... }` blocks and `#[cfg(test)] mod name;` lines."""
+    """Blanks test-only `mod name { ... }` blocks and `mod name;` lines."""
     while True:
         m = TEST_MOD_RE.search(text)
         if not m:
