@@ -11,7 +11,8 @@ An edge A -> B means A's source (A's file and every file below it) names a path 
 `crate::<path of B>::...`, `super::B::...`, `super::super::...`, a `use` of any of them, or, in
 the parent's own file, a bare `B::...`. A child naming `super::X`, where X is an item of the
 parent, depends on the parent (`<parent>` in the output) unless the parent merely re-exports X
-from a sibling, in which case the edge goes to that sibling. The parent depends on a child only
+from a sibling, in which case the edge goes to that sibling, or imports it from another crate,
+in which case there is no edge. The parent depends on a child only
 through code and private `use`s: its `mod` declarations and `pub use` re-exports do not count,
 so a parent re-exporting its children is no circle by itself.
 
@@ -233,8 +234,12 @@ def references(text, filepath, children_of):
         use_spans.append((m.start(), m.end()))
         for (segs, alias), glob in parse_use_tree_with_alias(m.group("tree")):
             p = absolute(segs, here)
+            name = None if glob else (alias or (segs[-1] if segs else None))
             if p is not None:
-                yield p, kind, here, (None if glob else (alias or (segs[-1] if segs else None)))
+                yield p, kind, here, name
+            elif name and name != "self":
+                # another crate's item: no module of this one
+                yield None, "extern use", here, name
 
     def in_use(pos):
         return any(s <= pos < e for s, e in use_spans)
@@ -321,14 +326,17 @@ def analyse(workspace, root):
     bound = {}
     for p, rs in refs.items():
         for target, kind, here, name in rs:
-            if kind in ("use", "pub use") and name and here == p:
+            if kind in ("use", "pub use", "extern use") and name and here == p:
                 bound.setdefault(p, {})[name] = target
 
     def resolve(target, seen=()):
-        """Follows `use` bindings: module::Name where Name is imported there."""
+        """Follows `use` bindings: module::Name where Name is imported there; `None` for a
+        name imported from another crate."""
         for k in range(len(target) - 1, -1, -1):
             mod, name = target[:k], target[k]
             if mod in modules and name in bound.get(mod, {}) and (mod, name) not in seen:
+                if bound[mod][name] is None:
+                    return None
                 return resolve(bound[mod][name] + target[k + 1:], seen + ((mod, name),))
         return target
 
@@ -347,10 +355,10 @@ def analyse(workspace, root):
             else:
                 from_node = src[n]
             for target, kind, here, _ in rs:
-                if from_node == PARENT and kind == "pub use":
+                if target is None or (from_node == PARENT and kind == "pub use"):
                     continue
                 t = resolve(target)
-                if t[:n] != parent:
+                if t is None or t[:n] != parent:
                     continue
                 if len(t) > n and t[n] in kids:
                     to = t[n]
