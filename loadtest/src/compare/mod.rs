@@ -14,13 +14,13 @@
 //! message's delete (so an ack or drop settled), measured by the server for every system
 //! alike, and absent on other targets.
 //!
-//! Layout: [`scenario`] says what is run, [`systems`] the systems (one module each),
-//! [`job`] what parent and child exchange, [`child`] the child side, [`probe`] and
-//! [`recorder`] what a child measures, [`summary`] the aggregation, table and goals,
-//! [`plot`] the SVG, and [`ci`] the gate.
+//! Layout: [`scenario`] says what is run, [`system`] the systems and [`systems`] how each
+//! runs (one module each), [`job`] what parent and child exchange, [`child`] the child side,
+//! [`probe`] and [`recorder`] what a child measures, [`record`] and [`comparison`] what a run
+//! and the whole comparison record, [`summary`] the aggregation, table and goals, and
+//! [`plot`] the SVG. The gate CI runs on a comparison is [`crate::ci`].
 
 pub(crate) mod child;
-pub(crate) mod ci;
 mod comparison;
 mod handlers_alone;
 mod job;
@@ -50,7 +50,7 @@ use self::job::{ChildResult, Job};
 use self::probe::Percentiles;
 pub(crate) use self::record::RunRecord;
 pub(crate) use self::scenario::{FAST_MESSAGES_AT_LATENCY, Scenario, ScenarioKind};
-use self::summary::Summary;
+pub(crate) use self::summary::Summary;
 pub(crate) use self::system::System;
 use crate::fill::fill_queue;
 use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
