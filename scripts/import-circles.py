@@ -8,22 +8,24 @@ module, and prints every strongly connected component of more than one member, o
     engine/src/ruststream: broker, message, queue
 
 An edge A -> B means A's source (A's file and every file below it) names a path into B:
-`crate::<path of B>::...`, `super::B::...`, `super::super::...`, a `use` of any of them, or, in
-the parent's own file, a bare `B::...`. A child naming `super::X`, where X is an item of the
-parent, depends on the parent (`<parent>` in the output) unless the parent merely re-exports X
-from a sibling, in which case the edge goes to that sibling, or imports it from another crate,
-in which case there is no edge. The parent depends on a child only
-through code and private `use`s: its `mod` declarations and `pub use` re-exports do not count,
-so a parent re-exporting its children is no circle by itself.
+`crate::<path of B>::...`, `super::B::...`, `super::super::...`, a `use` of any of them, or a
+bare `B::...` where B is a child of the module naming it. A child naming `super::X`, where X is
+an item of the parent, depends on the parent (`<parent>` in the output), unless the parent
+merely re-exports X from a sibling (then the edge goes to that sibling) or imports it from
+another crate (then there is no edge). The parent depends on a child only through code and
+private `use`s: its `mod` declarations and `pub use` re-exports do not count, so a parent
+re-exporting its children is no circle by itself.
 
 Comments and string literals are left out, so intra-doc links are no dependency, and so are
-`#[cfg(test)]` and `#[cfg(all(test, ...))]` modules (inline or in files of their own): a unit test may build on any module,
-as a dev-dependency may. `#[path]` attributes are not followed.
+modules under `#[cfg(test)]` or `#[cfg(all(test, ...))]`, inline or in files of their own: a
+unit test may build on any module, as a dev-dependency may. `#[path]` attributes are not
+followed.
 
-Usage: import-circles.py [WORKSPACE] [-v]; -v also prints the edges within each circle.
-Exits 1 when there is any circle, 0 otherwise.
+Usage: import-circles.py [WORKSPACE] [-v]; -v also prints the edges within each circle. Exits
+1 when there is any circle, 0 otherwise.
 """
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -31,6 +33,8 @@ from pathlib import Path
 PARENT = "<parent>"
 SKIP_DIRS = {"target", "peer-examples", ".git", "node_modules"}
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+RAW_RE = re.compile(r'r(#*)"')
+PATH_ATTR_RE = re.compile(r"#\s*\[\s*path\s*=[^\]]*\]\s*(#\s*\[[^\]]*\]\s*)*(pub(\([^)]*\))?\s*)?$")
 
 
 def strip(text):
@@ -52,8 +56,8 @@ def strip(text):
                 else:
                     i += 1
             out.append(" ")
-        elif c == "r" and re.match(r'r#*"', text[i:i + 10]) and not re.match(r"\w", text[i - 1:i] or " "):
-            m = re.match(r'r(#*)"', text[i:])
+        elif c == "r" and RAW_RE.match(text, i) and not (i and re.match(r"\w", text[i - 1])):
+            m = RAW_RE.match(text, i)
             end = text.find('"' + m.group(1), i + len(m.group(0)))
             i = n if end < 0 else end + 1 + len(m.group(1))
             out.append('""')
@@ -103,8 +107,8 @@ PATH_RE = re.compile(r"(?<![\w:])(\$?crate|super|self)((?:\s*::\s*" + IDENT + r"
 MOD_OPEN_RE = re.compile(r"\bmod\s+(" + IDENT + r")\s*\{")
 
 
-def parse_use_tree_with_alias(tree):
-    """Like parse_use_tree but keeps `as` aliases: yields ((segments, alias), is_glob)."""
+def parse_use_tree(tree):
+    """Expands a `use` tree into ((segments, alias or None), is_glob) for each leaf."""
     tree = tree.strip()
     results = []
 
@@ -148,28 +152,30 @@ def parse_use_tree_with_alias(tree):
 
 
 class Crate:
-    """The files of one crate, each with its module path."""
+    """The files of one crate, each with its module path, and their text without comments,
+    literals and test modules."""
 
-    def __init__(self, root_dir, root_file):
-        self.root_dir = root_dir
+    def __init__(self, root_file):
         self.files = {}  # module path tuple -> file
+        self.texts = {}  # module path tuple -> stripped text
         self.walk(root_file, ())
 
     def walk(self, file, modpath):
-        self.files[modpath] = file
         try:
             text = drop_test_modules(strip(file.read_text(encoding="utf-8")))
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             return
+        self.files[modpath] = file
+        self.texts[modpath] = text
         if file.name in ("mod.rs", "lib.rs", "main.rs") or modpath == ():
             base = file.parent
         else:
             base = file.parent / file.stem
         for m in re.finditer(r"(?<![\w])mod\s+(" + IDENT + r")\s*;", text):
             name = m.group(1)
-            # skip declarations carrying #[path]: not followed
+            # a declaration carrying #[path] is not followed
             before = text[max(0, m.start() - 200):m.start()]
-            if re.search(r"#\s*\[\s*path\s*=[^\]]*\]\s*(#\s*\[[^\]]*\]\s*)*(pub(\([^)]*\))?\s*)?$", before):
+            if PATH_ATTR_RE.search(before):
                 continue
             for cand in (base / f"{name}.rs", base / name / "mod.rs"):
                 if cand.is_file():
@@ -178,8 +184,10 @@ class Crate:
 
 
 def references(text, filepath, children_of):
-    """Yields (absolute path, kind) for every path the file names; kind is 'use', 'pub use'
-    or 'code'. Relative bare paths are resolved against children_of(module path)."""
+    """Yields (absolute path, kind, module, name) for every path the file names: kind is
+    'use', 'pub use', 'code', or 'extern use' (with no path) for another crate's item; module
+    the (inline) module the path is named in; name what a `use` binds. A bare path is resolved
+    against children_of(module)."""
     # Track inline modules: brace depth and the mod stack.
     depth = 0
     stack = []  # (name, depth at open)
@@ -232,7 +240,7 @@ def references(text, filepath, children_of):
         here = module_at(m.start())
         kind = "pub use" if m.group("vis") else "use"
         use_spans.append((m.start(), m.end()))
-        for (segs, alias), glob in parse_use_tree_with_alias(m.group("tree")):
+        for (segs, alias), glob in parse_use_tree(m.group("tree")):
             p = absolute(segs, here)
             name = None if glob else (alias or (segs[-1] if segs else None))
             if p is not None:
@@ -314,12 +322,13 @@ def sccs(nodes, edges):
 
 
 def analyse(workspace, root):
-    crate = Crate(root.parent, root)
-    texts = {p: drop_test_modules(strip(f.read_text(encoding="utf-8"))) for p, f in crate.files.items()}
+    crate = Crate(root)
+    texts = crate.texts
     modules = set(crate.files)
 
     def children_of(path):
-        return {p[-1] for p in modules if len(p) == len(path) + 1 and p[: len(path)] == tuple(path)}
+        path = tuple(path)
+        return {p[-1] for p in modules if len(p) == len(path) + 1 and p[: len(path)] == path}
 
     refs = {p: list(references(texts[p], p, children_of)) for p in texts}
     # What each module's `use`s bind: module path -> {name: absolute path}
@@ -369,16 +378,26 @@ def analyse(workspace, root):
         nodes = set(kids) | {PARENT}
         for comp in sccs(nodes, edges):
             if len(comp) > 1:
-                folder = crate.files[parent].parent if crate.files[parent].name in ("mod.rs", "lib.rs", "main.rs") \
-                    else crate.files[parent].parent / crate.files[parent].stem
+                file = crate.files[parent]
+                if file.name in ("mod.rs", "lib.rs", "main.rs"):
+                    folder = file.parent
+                else:
+                    folder = file.parent / file.stem
                 results.append((str(folder.relative_to(workspace)), sorted(comp), edges))
     return results
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "-v"]
-    verbose = "-v" in sys.argv[1:]
-    workspace = Path(args[0]) if args else Path(__file__).resolve().parent.parent
+    parser = argparse.ArgumentParser(
+        description="Lists the import circles among sibling Rust modules."
+    )
+    parser.add_argument("workspace", nargs="?", type=Path,
+                        default=Path(__file__).resolve().parent.parent,
+                        help="the workspace to read (default: this script's)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also print the edges within each circle")
+    args = parser.parse_args()
+    workspace, verbose = args.workspace.resolve(), args.verbose
     found = False
     seen = set()
     for root in crate_roots(workspace):
