@@ -140,6 +140,7 @@ mod take_rate;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod turn;
+mod whole_seconds;
 mod worker_capacity;
 
 pub use api::{

@@ -26,8 +26,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::settle::visibility::ceil_seconds;
 use crate::sleep::sleep_until_or_forever;
+use crate::whole_seconds::ceil_seconds;
 
 /// The parked messages of one queue: when each delay ends, earliest first, and the gauge.
 ///

@@ -63,18 +63,22 @@ mod observer;
 mod operations;
 mod queue;
 mod receipt;
+mod sent;
 #[cfg(feature = "sns")]
 mod sns;
 mod store;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "sns")]
+mod topic;
 
 pub(crate) use defect::defect_on;
 pub use defect::{Defect, DefectGuard, inject_defect};
 pub use depth::{QueueDepth, queue_depth};
 #[cfg(feature = "ruststream")]
 pub(crate) use harness::{Counted, Watch};
-pub use in_process::{InProcessSqs, QueueCounts, SentMessage};
+pub use in_process::{InProcessSqs, QueueCounts};
 pub use journal::{Applied, Change};
 #[cfg(feature = "ruststream")]
 pub(crate) use observer::Observer;
+pub use sent::SentMessage;

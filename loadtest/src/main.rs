@@ -28,6 +28,7 @@
 //! filtered by `RUST_LOG` (default `warn`); the summary goes to stdout.
 
 mod behaviour;
+mod ci;
 mod compare;
 mod consume;
 mod fill;
@@ -69,7 +70,7 @@ enum Command {
     Compare(compare::CompareArgs),
     /// A short comparison on the embedded server and LocalStack that fails when sqs-engine
     /// misses its gates.
-    Ci(compare::ci::CiArgs),
+    Ci(ci::CiArgs),
     /// One system's run in a comparison (internal: the parent starts it).
     #[command(hide = true)]
     RunSystem(compare::child::ChildArgs),
@@ -103,7 +104,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         None => compare::run(cli.compare).await,
         Some(Command::Compare(args)) => compare::run(args).await,
-        Some(Command::Ci(args)) => compare::ci::run(args).await,
+        Some(Command::Ci(args)) => ci::run(args).await,
         Some(Command::RunSystem(args)) => compare::child::run(args).await,
         Some(Command::Fill(args)) => fill::run(args).await,
         Some(Command::Consume(args)) => consume::run(args).await,

@@ -1,10 +1,10 @@
 //! Wiring a queue to a topic (feature `sns`): [`ConnectedSqsBroker::subscribe_queue_to_topic`].
 
-use super::broker::ConnectedSqsBroker;
+use super::connection::ConnectedSqsBroker;
 use super::error::SqsError;
 use super::queue::queue_name;
 use super::queue_policy::with_topic_grant;
-use super::sns::{topic_arn, topic_name};
+use super::topic::{topic_arn, topic_name};
 use crate::api::CallError;
 use crate::metrics::CallCounts;
 use crate::queue_url::is_url;

@@ -29,11 +29,13 @@ use std::time::Duration;
 use ::ruststream::testing::{Backlog, Coordinator, InProcess, TestableBroker};
 use ::ruststream::{OutgoingMessage, RawMessage};
 
-use super::broker::{ConnectedSqsBroker, Core, SqsBroker};
+use super::broker::SqsBroker;
+use super::connection::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
 use super::message::decode;
-use super::publish::{Services, SqsPublisher};
+use super::publish::SqsPublisher;
 use super::queue::queue_name;
+use super::services::Services;
 use crate::testing::{InProcessSqs, Observer};
 
 /// An endpoint and a region, as the broker was given them.
@@ -147,7 +149,7 @@ impl TestableBroker for ConnectedSqsBroker {
         };
         #[cfg(feature = "sns")]
         let sent = sqs
-            .topic_published(&super::sns::topic_name(name))
+            .topic_published(&super::topic::topic_name(name))
             .unwrap_or_else(|| sqs.sent(&queue_name(name)));
         #[cfg(not(feature = "sns"))]
         let sent = sqs.sent(&queue_name(name));
@@ -173,7 +175,10 @@ impl TestableBroker for ConnectedSqsBroker {
     /// by the policy's `fans_out_to`.
     fn routes(&self, destination: &str, subscriptions: &[&str]) -> Vec<usize> {
         #[cfg(feature = "sns")]
-        if let Some(queues) = self.core.topic_queues(&super::sns::topic_name(destination)) {
+        if let Some(queues) = self
+            .core
+            .topic_queues(&super::topic::topic_name(destination))
+        {
             let mut positions = Vec::new();
             for queue in queues {
                 let queue = queue_name(&queue);

@@ -89,7 +89,10 @@
 //! Characters SQS refuses in a queue name become `-` ([`queue_name`]), a `.fifo` suffix is
 //! kept, and a queue URL is used as it is.
 
+#[cfg(feature = "asyncapi")]
+mod bindings;
 mod broker;
+mod connection;
 #[cfg(feature = "asyncapi")]
 mod describe;
 mod error;
@@ -99,14 +102,19 @@ mod fan_out;
 mod in_process;
 mod message;
 mod publish;
+mod publishing;
 mod queue;
 #[cfg(feature = "sns")]
 mod queue_policy;
+mod services;
 #[cfg(feature = "sns")]
 mod sns;
 mod subscriber;
+#[cfg(feature = "sns")]
+mod topic;
 
-pub use broker::{ConnectedSqsBroker, SqsBroker};
+pub use broker::SqsBroker;
+pub use connection::ConnectedSqsBroker;
 pub use error::SqsError;
 pub use message::SqsMessage;
 pub use publish::{SqsPublish, SqsPublishOptions, SqsPublishSteps, SqsPublisher};

@@ -1,33 +1,21 @@
-//! Publishing: [`SqsPublish`] (the policy), [`SqsPublisher`] (the live publisher) and the
-//! per-destination drivers that coalesce publishes into `SendMessageBatch` calls, each a line
-//! of the batching core under a byte budget per call.
+//! Publishing: [`SqsPublish`] (the policy), [`SqsPublisher`] (the live publisher), and the
+//! entries they build for the per-destination drivers (see `publishing`) that coalesce
+//! publishes into `SendMessageBatch` calls.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, PoisonError};
 
 use ::ruststream::{OutgoingFor, PairError, PublishPolicy, Publisher, Take};
-use tokio::sync::{Notify, OnceCell, oneshot};
-use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
-use tracing::{Instrument, debug_span, warn};
+use tokio::sync::oneshot;
 
 use super::PARTITION_KEY_HEADER;
-use super::broker::{ConnectedSqsBroker, Core};
+use super::connection::{ConnectedSqsBroker, Core, SharedConnection};
 use super::error::SqsError;
 use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
+use super::publishing::Target;
 use super::queue::{is_fifo, queue_name};
-use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry, SqsApi};
+use crate::api::SendEntry;
 use crate::attribute::{AttributeValue, MessageAttribute};
-use crate::backoff::Backoff;
-use crate::batch::budget::{ByteBudget, Weighed};
-use crate::batch::{BatchConfig, Batcher, Queued};
-use crate::limits::{MAX_BATCH_ENTRIES, MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES};
-use crate::metrics::CallCounts;
-use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
-use crate::queue_url::is_url;
-use crate::retry::retrying;
-use crate::sleep::sleep_until_or_forever;
+use crate::limits::{MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES};
 
 /// The group of a FIFO publish that names none.
 const DEFAULT_GROUP: &str = "default";
@@ -146,7 +134,7 @@ impl PublishPolicy<ConnectedSqsBroker> for SqsPublish {
 
     #[cfg(feature = "asyncapi")]
     fn channel_bindings(&self, channel: &str) -> ::ruststream::asyncapi::Bindings {
-        super::describe::publish_channel_bindings(channel)
+        super::bindings::publish_channel_bindings(channel)
     }
 }
 
@@ -172,7 +160,7 @@ enum Connection {
     Open(Arc<Core>),
     /// Whichever connection the broker it was made from holds when it publishes
     /// ([`SqsBroker::publisher`](super::SqsBroker::publisher)).
-    OfBroker(super::broker::SharedConnection),
+    OfBroker(SharedConnection),
 }
 
 impl std::fmt::Debug for SqsPublisher {
@@ -192,7 +180,7 @@ impl SqsPublisher {
     }
 
     /// A publisher through whichever connection `connection` holds when it publishes.
-    pub(crate) fn of_broker(connection: super::broker::SharedConnection) -> Self {
+    pub(crate) fn of_broker(connection: SharedConnection) -> Self {
         Self {
             core: Connection::OfBroker(connection),
             group_id: None,
@@ -227,8 +215,13 @@ impl SqsPublisher {
     ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
         let core = self.core()?;
         let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
-        core.publishing()
-            .enqueue(&core, destination, Target::Queue(target), entry, bytes)
+        core.publishing().enqueue(
+            || core.is_closed(),
+            destination,
+            Target::Queue(target),
+            entry,
+            bytes,
+        )
     }
 
     /// The queue a message for `destination` goes to, its `SendMessageBatch` entry and its
@@ -422,381 +415,12 @@ impl Publisher for SqsPublisher {
     }
 }
 
-/// Where a batch of publishes goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Target {
-    /// An SQS queue, by name or URL (`SendMessageBatch`).
-    Queue(String),
-    /// An SNS topic, by name or ARN (`PublishBatch`).
-    #[cfg(feature = "sns")]
-    Topic(String),
-}
-
-impl Target {
-    fn name(&self) -> &str {
-        match self {
-            Target::Queue(name) => name,
-            #[cfg(feature = "sns")]
-            Target::Topic(name) => name,
-        }
-    }
-
-    fn is_fifo(&self) -> bool {
-        is_fifo(self.name())
-    }
-
-    /// The batch call this target's publishes go out in.
-    fn action(&self) -> &'static str {
-        match self {
-            Target::Queue(_) => "SendMessageBatch",
-            #[cfg(feature = "sns")]
-            Target::Topic(_) => "PublishBatch",
-        }
-    }
-}
-
-/// A publish waiting for its call.
-struct Pending {
-    entry: SendEntry,
-    /// The entry's size.
-    bytes: usize,
-    /// When it was queued.
-    since: Instant,
-    /// Who waits for the answer.
-    waiter: Waiter,
-}
-
-/// Who waits for a publish's answer: the destination as the publish named it, for errors, and
-/// the answer's channel.
-type Waiter = (Arc<str>, oneshot::Sender<Result<(), SqsError>>);
-
-impl Queued for Pending {
-    fn enqueued_at(&self) -> Instant {
-        self.since
-    }
-}
-
-impl Weighed for Pending {
-    fn bytes(&self) -> usize {
-        self.bytes
-    }
-}
-
-/// A destination's waiting publishes.
-type Line = Batcher<Pending, ByteBudget>;
-
-/// One destination: its address (queue URL, topic ARN) once resolved, and its waiting
-/// publishes.
-struct Destination {
-    target: Target,
-    address: OnceCell<String>,
-    state: Mutex<Line>,
-    wake: Notify,
-    calls: CallCounts,
-}
-
-impl Destination {
-    fn lock(&self) -> MutexGuard<'_, Line> {
-        // Plain data under the lock, and no code under it panics.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The services a destination's calls go to.
-#[derive(Clone)]
-pub(crate) struct Services {
-    pub(crate) sqs: Arc<dyn SqsApi>,
-    #[cfg(feature = "sns")]
-    pub(crate) sns: Arc<dyn crate::sns_api::SnsApi>,
-}
-
-/// The destinations of one connected broker, and their drivers.
-pub(crate) struct Publishing {
-    services: Services,
-    runtime: tokio::runtime::Handle,
-    backoff: Backoff,
-    config: BatchConfig,
-    /// The bytes of a call's entries beyond which no entry is added (a larger entry goes
-    /// alone).
-    max_bytes: usize,
-    destinations: Mutex<HashMap<Target, Arc<Destination>>>,
-    tasks: TaskTracker,
-}
-
-impl Publishing {
-    pub(crate) fn new(services: Services, runtime: tokio::runtime::Handle) -> Self {
-        Self {
-            services,
-            runtime,
-            backoff: Backoff::default(),
-            config: BatchConfig {
-                max_batch: MAX_BATCH_ENTRIES,
-                max_wait: Duration::from_millis(5),
-                max_in_flight: 4,
-            },
-            max_bytes: 256 * 1024,
-            destinations: Mutex::new(HashMap::new()),
-            tasks: TaskTracker::new(),
-        }
-    }
-
-    /// The services the calls go to.
-    #[cfg(feature = "sns")]
-    pub(crate) fn services(&self) -> &Services {
-        &self.services
-    }
-
-    /// The retry budget of the calls.
-    #[cfg(feature = "sns")]
-    pub(crate) fn backoff(&self) -> Backoff {
-        self.backoff
-    }
-
-    pub(crate) fn enqueue(
-        &self,
-        core: &Core,
-        named: &str,
-        target: Target,
-        entry: SendEntry,
-        bytes: usize,
-    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
-        let destination = {
-            let mut destinations = self
-                .destinations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if core.is_closed() {
-                return Err(SqsError::NotConnected);
-            }
-            match destinations.get(&target) {
-                Some(destination) => Arc::clone(destination),
-                None => {
-                    let fifo = target.is_fifo();
-                    let destination = Arc::new(Destination {
-                        calls: CallCounts::new(target.name(), target.action()),
-                        target: target.clone(),
-                        address: OnceCell::new(),
-                        state: Mutex::new(Batcher::new(
-                            BatchConfig {
-                                // One call at a time keeps a FIFO destination's order.
-                                max_in_flight: if fifo { 1 } else { self.config.max_in_flight },
-                                ..self.config
-                            },
-                            ByteBudget::new(self.max_bytes),
-                        )),
-                        wake: Notify::new(),
-                    });
-                    destinations.insert(target.clone(), Arc::clone(&destination));
-                    let span = debug_span!("publisher", destination = %target.name(), action = target.action());
-                    self.tasks.spawn_on(
-                        drive(
-                            self.services.clone(),
-                            self.backoff,
-                            Arc::clone(&destination),
-                            self.tasks.clone(),
-                        )
-                        .instrument(span),
-                        &self.runtime,
-                    );
-                    destination
-                }
-            }
-        };
-        let (tx, rx) = oneshot::channel();
-        let pending = Pending {
-            entry,
-            bytes,
-            since: Instant::now(),
-            waiter: (Arc::from(named), tx),
-        };
-        match destination.lock().offer(pending) {
-            Ok(true) => destination.wake.notify_one(),
-            Ok(false) => {}
-            Err(_) => return Err(SqsError::NotConnected),
-        }
-        Ok(rx)
-    }
-
-    /// Sends everything waiting, and waits for every answer. Publishes after this are refused.
-    pub(crate) async fn drain(&self) {
-        let destinations: Vec<Arc<Destination>> = self
-            .destinations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        for destination in destinations {
-            destination.lock().drain();
-            destination.wake.notify_one();
-        }
-        self.tasks.close();
-        self.tasks.wait().await;
-    }
-}
-
-/// Sends the batches of one destination until it is drained.
-async fn drive(
-    services: Services,
-    backoff: Backoff,
-    destination: Arc<Destination>,
-    tasks: TaskTracker,
-) {
-    loop {
-        let now = Instant::now();
-        let mut batches = Vec::new();
-        let (deadline, done) = {
-            let mut state = destination.lock();
-            while let Some((_, batch)) = state.poll(now) {
-                batches.push(batch);
-            }
-            (state.next_deadline(), state.is_done())
-        };
-        for batch in batches {
-            tasks.spawn(send(
-                services.clone(),
-                backoff,
-                Arc::clone(&destination),
-                batch,
-            ));
-        }
-        if done {
-            return;
-        }
-        tokio::select! {
-            biased;
-            () = destination.wake.notified() => {}
-            () = sleep_until_or_forever(deadline) => {}
-        }
-    }
-}
-
-/// The address of a target: a queue's URL, a topic's ARN.
-async fn resolve(
-    services: &Services,
-    backoff: Backoff,
-    target: &Target,
-) -> Result<String, CallError> {
-    match target {
-        Target::Queue(queue) if is_url(queue) => Ok(queue.clone()),
-        Target::Queue(queue) => retrying(&backoff, || services.sqs.queue_url(queue)).await,
-        #[cfg(feature = "sns")]
-        Target::Topic(topic) => super::sns::topic_arn(services, backoff, topic).await,
-    }
-}
-
-/// Sends one batch, and again for its entries that failed transiently, then answers each.
-async fn send(
-    services: Services,
-    backoff: Backoff,
-    destination: Arc<Destination>,
-    batch: Vec<Pending>,
-) {
-    let address = destination
-        .address
-        .get_or_try_init(|| resolve(&services, backoff, &destination.target))
-        .await
-        .cloned();
-    match address {
-        Ok(address) => {
-            let call = PublishCall {
-                services: &services,
-                target: &destination.target,
-                address: &address,
-                calls: &destination.calls,
-            };
-            let (entries, waiters) = batch
-                .into_iter()
-                .map(|pending| (pending.entry, pending.waiter))
-                .unzip();
-            send_per_entry(&call, &backoff, entries, waiters).await;
-        }
-        Err(error) => {
-            warn!(destination = %destination.target.name(), error = %error, "publish: the destination cannot be resolved");
-            for pending in batch {
-                let (named, tx) = pending.waiter;
-                let _ = tx.send(Err(publish_error(&named, &error)));
-            }
-        }
-    }
-    destination.lock().finish();
-    destination.wake.notify_one();
-}
-
-/// The batch calls of one destination, once its address is known.
-struct PublishCall<'a> {
-    services: &'a Services,
-    target: &'a Target,
-    address: &'a str,
-    calls: &'a CallCounts,
-}
-
-impl BatchCall for PublishCall<'_> {
-    type Entry = SendEntry;
-    type Waiter = Waiter;
-
-    fn call<'a>(
-        &'a self,
-        entries: &'a [SendEntry],
-        _sent_at: Instant,
-    ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send + 'a {
-        match self.target {
-            Target::Queue(_) => self.services.sqs.send_message_batch(self.address, entries),
-            #[cfg(feature = "sns")]
-            Target::Topic(_) => self.services.sns.publish_batch(self.address, entries),
-        }
-    }
-
-    fn called(&self, ok: bool, entries: usize, _sent_at: Instant) {
-        self.calls.call(ok, entries);
-    }
-
-    fn answer(
-        &self,
-        _entry: SendEntry,
-        (named, tx): Waiter,
-        answer: EntryAnswer,
-        _sent_at: Instant,
-    ) {
-        let result = match answer {
-            EntryAnswer::Applied => Ok(()),
-            EntryAnswer::Refused(failure) | EntryAnswer::GaveUp { failure, .. } => {
-                let kind = if failure.is_transient() {
-                    CallErrorKind::Server
-                } else {
-                    CallErrorKind::Invalid
-                };
-                let error = CallError::new(kind, failure.message.clone().unwrap_or_default())
-                    .with_code(failure.code);
-                Err(publish_error(&named, &error))
-            }
-            EntryAnswer::CallFailed { error, .. } => Err(publish_error(&named, &error)),
-        };
-        // The publish may have been dropped: only its answer is lost.
-        let _ = tx.send(result);
-    }
-
-    fn call_failed(&self, error: &CallError, attempt: u32, again: bool, _entries: usize) {
-        let (address, action) = (self.address, self.calls.action);
-        if again {
-            warn!(address, attempt, error = %error, action, "batch publish failed; retrying");
-        } else {
-            warn!(address, attempt, error = %error, action, "batch publish failed");
-        }
-    }
-}
-
-fn publish_error(named: &str, error: &CallError) -> SqsError {
-    SqsError::Publish {
-        destination: named.to_owned(),
-        source: Box::new(error.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! The publisher against a scripted stand-in for SQS: per-entry answers, coalescing, and
     //! what shutdown does. What SQS itself does is proven against LocalStack in `tests/`.
+
+    use std::time::Duration;
 
     use ::ruststream::{Broker, BytesMut, ConnectedBroker, HeaderMap, OutgoingMessage};
 

@@ -4,12 +4,10 @@ use std::borrow::Cow;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use ::ruststream::FromName;
 use ::ruststream::runtime::{Declared, SubscriberBuilder, SubscriberSettings as _};
-use ::ruststream::{BrokerMoves, FromName, RetryDeclaration, SubscriptionSource};
 
-use super::broker::ConnectedSqsBroker;
 use super::error::SqsError;
-use super::subscriber::SqsSubscriber;
 use crate::bounded::{MaxReceiveCount, WaitTime};
 use crate::engine::DEFAULT_RECEIVERS;
 use crate::limits::MAX_QUEUE_NAME_LEN;
@@ -356,35 +354,6 @@ where
 impl FromName for SqsQueue {
     fn from_name(name: impl Into<Cow<'static, str>>) -> Self {
         Self::new(name.into().into_owned())
-    }
-}
-
-impl SubscriptionSource<ConnectedSqsBroker> for SqsQueue {
-    type Subscriber = SqsSubscriber;
-    type Copies = BrokerMoves;
-
-    fn name(&self) -> &str {
-        &self.queue
-    }
-
-    fn subscribe(
-        self,
-        connected: &ConnectedSqsBroker,
-    ) -> impl Future<Output = Result<Self::Subscriber, SqsError>> + Send {
-        connected.subscribe_queue(self)
-    }
-
-    /// Records the mount site's `max_attempts(..)` and `dead_letter(..)`; the subscription
-    /// checks them and writes them onto the queue as its redrive policy when it opens.
-    fn declare_retry(mut self, declaration: &RetryDeclaration) -> Self {
-        self.max_attempts = declaration.max_attempts();
-        self.dead_letter = declaration.dead_letter().map(str::to_owned);
-        self
-    }
-
-    #[cfg(feature = "asyncapi")]
-    fn channel_bindings(&self) -> ::ruststream::asyncapi::Bindings {
-        super::describe::queue_channel_bindings(self)
     }
 }
 

@@ -7,49 +7,21 @@
 //! one topic share `PublishBatch` calls of up to ten entries, through the same coalescer and
 //! drivers as `SendMessageBatch`; each publish still resolves with its own entry's answer.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use ::ruststream::{OutgoingFor, PairError, PublishPolicy, Publisher, Take};
 use tokio::sync::oneshot;
 
-use super::broker::{ConnectedSqsBroker, Core};
+use super::connection::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
-use super::publish::{OutgoingEntry, Services, SqsPublishOptions, Target};
-use super::queue::{is_fifo, queue_name};
-use crate::api::CallError;
-use crate::backoff::Backoff;
-use crate::metrics::CallCounts;
-use crate::retry::retrying;
+use super::publish::{OutgoingEntry, SqsPublishOptions};
+use super::publishing::Target;
+use super::queue::is_fifo;
+use super::topic::topic_name;
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 
 // The coalescer shared with queues makes batches `PublishBatch` takes.
 const _: () = assert!(crate::limits::MAX_BATCH_ENTRIES <= MAX_PUBLISH_ENTRIES);
-
-/// The topic a destination names: an ARN as it is, a name mapped onto the characters SNS takes
-/// the way a queue name is (see [`super::queue_name`]), a `.fifo` suffix kept.
-pub(crate) fn topic_name(destination: &str) -> Cow<'_, str> {
-    if destination.starts_with("arn:") {
-        Cow::Borrowed(destination)
-    } else {
-        queue_name(destination)
-    }
-}
-
-/// The ARN of `topic` (a name or ARN): an ARN as it is; a name through `CreateTopic`, which
-/// finds the topic of that name or creates it (FIFO for a `.fifo` name).
-pub(crate) async fn topic_arn(
-    services: &Services,
-    backoff: Backoff,
-    topic: &str,
-) -> Result<String, CallError> {
-    if topic.starts_with("arn:") {
-        return Ok(topic.to_owned());
-    }
-    let created = retrying(&backoff, || services.sns.create_topic(topic)).await;
-    CallCounts::single(topic, "CreateTopic", created.is_ok());
-    created
-}
 
 /// The publish policy of a position whose messages go to an SNS topic, which delivers them to
 /// every queue subscribed to it. The destination a message names is the topic's name (or ARN);
@@ -139,7 +111,7 @@ impl PublishPolicy<ConnectedSqsBroker> for SnsPublish {
 
     #[cfg(feature = "asyncapi")]
     fn channel_bindings(&self, channel: &str) -> ::ruststream::asyncapi::Bindings {
-        super::describe::topic_channel_bindings(channel)
+        super::bindings::topic_channel_bindings(channel)
     }
 }
 
@@ -207,9 +179,13 @@ impl SnsPublisher {
             self.group_id.as_deref(),
             MAX_TOPIC_MESSAGE_BYTES,
         )?;
-        self.core
-            .publishing()
-            .enqueue(&self.core, destination, Target::Topic(topic), entry, bytes)
+        self.core.publishing().enqueue(
+            || self.core.is_closed(),
+            destination,
+            Target::Topic(topic),
+            entry,
+            bytes,
+        )
     }
 
     /// Makes the queues the policy named subscribers of `topic`: for the harness's routing,
@@ -218,7 +194,7 @@ impl SnsPublisher {
     fn declare_fan_out(&self, destination: &str, topic: &str) -> Result<(), SqsError> {
         for queue in &self.fan_out {
             if let Some(sqs) = &self.core.in_process {
-                sqs.subscribe_to_topic(topic, &queue_name(queue))
+                sqs.subscribe_to_topic(topic, &super::queue::queue_name(queue))
                     .map_err(|error| SqsError::Refused {
                         destination: destination.to_owned(),
                         reason: format!("the topic cannot deliver to `{queue}`: {error}"),

@@ -9,7 +9,7 @@ use ::ruststream::{BatchSubscriber, Subscriber};
 use futures::Stream;
 use tracing::warn;
 
-use super::broker::Core;
+use super::connection::Core;
 use super::error::SqsError;
 use super::message::SqsMessage;
 use crate::consumer::Consumer;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::limits::MAX_VISIBILITY;
+use crate::whole_seconds::ceil_seconds;
 
 /// A requested visibility for one message: a delay from now, bounded by the end of the
 /// message's 12-hour window.
@@ -42,17 +43,6 @@ pub(crate) fn visibility_seconds(
     } else {
         (to_u32(wanted), false)
     }
-}
-
-/// Whole seconds, rounded up; saturating, so that `Duration::MAX` stays the longest delay
-/// rather than wrapping round to none.
-pub(crate) fn ceil_seconds(delay: Duration) -> u64 {
-    if crate::defect!(RetryAfterRoundedDown) {
-        return delay.as_secs();
-    }
-    delay
-        .as_secs()
-        .saturating_add(u64::from(delay.subsec_nanos() > 0))
 }
 
 fn to_u32(seconds: u64) -> u32 {

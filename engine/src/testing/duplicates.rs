@@ -1,12 +1,12 @@
 //! Duplicate deliveries on standard queues: SQS's at-least-once delivery, which may hand a
-//! message out again while a consumer still holds it, switched on for a test with a chance
-//! and a seed.
+//! message out again while a consumer still holds it. A test switches them on with a chance
+//! and a seed ([`InProcessSqs::duplicate_deliveries`](super::InProcessSqs::duplicate_deliveries));
+//! the draws are made here.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use super::InProcessSqs;
 use super::model::Received;
 use super::queue::{Entry, Queue};
 
@@ -17,30 +17,21 @@ pub(super) struct Duplicates {
     rng: fastrand::Rng,
 }
 
-impl InProcessSqs {
-    /// From now on, each receive on a standard queue that has room left in its answer hands
-    /// out, with probability `chance`, one message already in flight a second time: a new
-    /// receipt handle (its receive count one more), while the receipt handle that holds it
-    /// keeps naming it. Either handle deletes the message or changes its visibility; it stays
-    /// hidden until the later of the two visibility deadlines. The journal notes the receive
-    /// as a duplicate. FIFO queues are never affected: they deliver exactly once. The draws
-    /// come from `seed` alone, in the order receives are made.
-    ///
-    /// A `chance` outside `0.0..=1.0` is taken as the nearest bound.
-    pub fn duplicate_deliveries(&self, chance: f64, seed: u64) {
+impl Duplicates {
+    /// Hands out a message in flight again with probability `chance` (taken as the nearest
+    /// bound outside `0.0..=1.0`), drawing from `seed` alone.
+    pub(super) fn new(chance: f64, seed: u64) -> Self {
         let chance = if chance.is_nan() {
             0.0
         } else {
             chance.clamp(0.0, 1.0)
         };
-        self.shared.lock().duplicates = Some(Duplicates {
+        Self {
             chance,
             rng: fastrand::Rng::with_seed(seed),
-        });
+        }
     }
-}
 
-impl Duplicates {
     /// The message of `queue` a receive at `now` hands out again, hidden until `deadline`,
     /// if the draw says so: one of those in flight, not among the `taken` this receive
     /// handed out.

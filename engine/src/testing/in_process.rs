@@ -8,12 +8,13 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::duplicates::Duplicates;
 use super::journal::Applied;
 use super::model::Standing;
 use super::receipt::Receipt;
+use super::sent::SentMessage;
 use super::store::State;
 use crate::api::{CallError, SendEntry};
-use crate::attribute::MessageAttribute;
 use crate::queue_url::last_segment;
 
 /// An in-process SQS on tokio's clock. Clones share the same queues.
@@ -66,20 +67,6 @@ pub struct QueueCounts {
     pub in_flight: usize,
     /// Messages not yet visible after a send with a delay.
     pub delayed: usize,
-}
-
-/// One message as it was sent to a queue, for a test to read back.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct SentMessage {
-    /// The message id SQS assigned.
-    pub message_id: String,
-    /// The body.
-    pub body: String,
-    /// The message attributes.
-    pub attributes: Vec<(String, MessageAttribute)>,
-    /// The FIFO group, when there is one.
-    pub group_id: Option<String>,
 }
 
 impl InProcessSqs {
@@ -208,6 +195,19 @@ impl InProcessSqs {
             in_flight: counts.in_flight,
             delayed: counts.delayed,
         }
+    }
+
+    /// From now on, each receive on a standard queue that has room left in its answer hands
+    /// out, with probability `chance`, one message already in flight a second time: a new
+    /// receipt handle (its receive count one more), while the receipt handle that holds it
+    /// keeps naming it. Either handle deletes the message or changes its visibility; it stays
+    /// hidden until the later of the two visibility deadlines. The journal notes the receive
+    /// as a duplicate. FIFO queues are never affected: they deliver exactly once. The draws
+    /// come from `seed` alone, in the order receives are made.
+    ///
+    /// A `chance` outside `0.0..=1.0` is taken as the nearest bound.
+    pub fn duplicate_deliveries(&self, chance: f64, seed: u64) {
+        self.shared.lock().duplicates = Some(Duplicates::new(chance, seed));
     }
 
     /// Every message sent to `queue` (a name or URL), or moved to it as its dead-letter queue,

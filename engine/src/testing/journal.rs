@@ -2,22 +2,6 @@
 
 use tokio::time::Instant;
 
-use super::store::State;
-
-impl State {
-    /// Notes one applied change in the journal, when there is one.
-    pub(super) fn note(&mut self, queue: &str, message_id: &str, change: Change) {
-        if let Some(journal) = &mut self.journal {
-            journal.push(Applied {
-                at: Instant::now(),
-                queue: queue.to_owned(),
-                message_id: message_id.to_owned(),
-                change,
-            });
-        }
-    }
-}
-
 /// One change the in-process SQS applied to a message; see [`InProcessSqs::journal`](crate::testing::InProcessSqs::journal).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

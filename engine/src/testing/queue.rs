@@ -6,10 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::in_process::SentMessage;
 use super::model::rules::{ACCOUNT_ID, DEDUPLICATION_WINDOW, DEFAULT_VISIBILITY_SECS};
 use super::model::{Deduplication, Messages};
 use super::receipt::Receipt;
+use super::sent::SentMessage;
 use crate::api::ReceivedMessage;
 use crate::attribute::MessageAttribute;
 

@@ -10,22 +10,15 @@
 //! kept, and delivery does not consult it. LocalStack proves that the grant is needed and
 //! suffices.
 
+use super::InProcessSqs;
 use super::errors::{invalid, not_found};
 use super::model::rules::{ACCOUNT_ID, MAX_MESSAGE_ATTRIBUTES, valid_text};
+use super::sent::SentMessage;
 use super::store::State;
-use super::{InProcessSqs, SentMessage};
+use super::topic::Topic;
 use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
 use crate::queue_url::last_segment;
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES, SnsApi};
-
-/// One topic: its ARN, kind, subscribed queues and every message published to it.
-pub(super) struct Topic {
-    arn: String,
-    fifo: bool,
-    /// The subscribed queues, by name, in subscription order.
-    queues: Vec<String>,
-    published: Vec<SentMessage>,
-}
 
 /// The topic's name in a topic name or ARN.
 fn topic_in(topic: &str) -> &str {

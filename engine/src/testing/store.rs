@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::errors::{invalid, not_found};
-use super::in_process::SentMessage;
 use super::journal::{Applied, Change};
 use super::model::rules::{
     MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_body, check_fifo_ids, check_size,
@@ -15,8 +14,9 @@ use super::model::rules::{
 };
 use super::observer::Observer;
 use super::queue::{Entry, Queue, Redrive};
+use super::sent::SentMessage;
 #[cfg(feature = "sns")]
-use super::sns;
+use super::topic::Topic;
 use crate::api::{CallError, SendEntry};
 use crate::attribute::AttributeValue;
 use crate::bounded::MaxReceiveCount;
@@ -38,7 +38,7 @@ pub(super) struct State {
     pub(super) deleted: HashSet<String>,
     /// The topics, by name (feature `sns`).
     #[cfg(feature = "sns")]
-    pub(super) topics: HashMap<String, sns::Topic>,
+    pub(super) topics: HashMap<String, Topic>,
 }
 
 /// A value of the two keys of a redrive policy: `"key":"value"` or `"key":value`.
@@ -53,6 +53,18 @@ pub(super) fn json_value<'a>(json: &'a str, key: &str) -> Option<&'a str> {
 }
 
 impl State {
+    /// Notes one applied change in the journal, when there is one.
+    pub(super) fn note(&mut self, queue: &str, message_id: &str, change: Change) {
+        if let Some(journal) = &mut self.journal {
+            journal.push(Applied {
+                at: Instant::now(),
+                queue: queue.to_owned(),
+                message_id: message_id.to_owned(),
+                change,
+            });
+        }
+    }
+
     pub(super) fn queue_or_create(&mut self, name: &str) -> Result<&mut Queue, CallError> {
         if self.deleted.contains(name) {
             return Err(not_found(name));

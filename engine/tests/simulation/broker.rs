@@ -15,8 +15,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::faults::FaultySqs;
+use crate::handle::{PANIC_MARKER, handle};
 use crate::record::{Event, Record};
-use crate::run::{Stopped, handle};
+use crate::stopped::Stopped;
 use crate::workload::{ConsumerPlan, End, Workload};
 
 /// Runs consumer `consumer` through the broker until its shutdown moment.
@@ -100,7 +101,7 @@ pub async fn consume(
                     End::Drop => message.nack(false).await,
                     End::Retry | End::Fail => message.nack(true).await,
                     End::RetryAfter(delay) => message.nack_after(delay).await,
-                    End::Panic => std::panic::panic_any(crate::run::PANIC_MARKER),
+                    End::Panic => std::panic::panic_any(PANIC_MARKER),
                 };
             });
         }

@@ -18,9 +18,11 @@
 #[cfg(feature = "ruststream")]
 mod broker;
 mod faults;
+mod handle;
 mod invariants;
 mod record;
 mod run;
+mod stopped;
 mod trace;
 mod workload;
 
@@ -39,7 +41,7 @@ fn quiet_deliberate_panics() {
     ONCE.call_once(|| {
         let report = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if info.payload().downcast_ref::<&str>() != Some(&run::PANIC_MARKER) {
+            if info.payload().downcast_ref::<&str>() != Some(&handle::PANIC_MARKER) {
                 run::PANICS.with(|panics| panics.set(panics.get() + 1));
                 report(info);
             }

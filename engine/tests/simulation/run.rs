@@ -12,23 +12,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::faults::FaultySqs;
+use crate::handle::{PANIC_MARKER, handle};
 use crate::record::{Event, Record, Stamped};
+use crate::stopped::Stopped;
 use crate::workload::{Api, ConsumerPlan, End, Workload};
-
-/// What a handler's deliberate panic says: the panic hook keeps quiet about it.
-pub const PANIC_MARKER: &str = "simulated handler panic";
-
-/// How one consumer's run ended.
-#[derive(Debug, Clone)]
-pub struct Stopped {
-    /// When `run` returned, since the run began.
-    pub at: Duration,
-    /// The engine's counters, or why it failed (the error and its sources); none through the
-    /// broker, which has no counters of its own to compare.
-    pub stats: Option<Result<Stats, String>>,
-    /// Whether the engine's health said healthy once `run` returned; none through the broker.
-    pub healthy: Option<bool>,
-}
 
 /// Everything a run leaves behind, for the invariants and the trace.
 #[derive(Debug, Clone)]
@@ -512,31 +499,4 @@ async fn handle_message(
         message.body(),
     )
     .await
-}
-
-/// One handler call: does what the workload says for this receive of the message, and says
-/// how it ends.
-pub async fn handle(
-    consumer: usize,
-    record: &Record,
-    workload: &Workload,
-    visibility: u32,
-    message_id: String,
-    receive_count: u32,
-    body: &str,
-) -> End {
-    record.push(Event::Started {
-        consumer,
-        message_id: message_id.clone(),
-        receive_count,
-    });
-    let behaviour = workload.behaviour(body, receive_count, visibility);
-    tokio::time::sleep(behaviour.work).await;
-    record.push(Event::Ended {
-        consumer,
-        message_id,
-        receive_count,
-        end: behaviour.end,
-    });
-    behaviour.end
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::job::{ChildResult, Job};
 use super::probe::Probe;
 use super::recorder::SettlementRecorder;
-use super::systems::System;
+use super::system::System;
 use crate::fill::{body, now_micros};
 use crate::target::TargetArgs;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::probe::Percentiles;
-use super::systems::System;
+use super::system::System;
 use crate::behaviour::Behaviour;
 
 /// One system's run on one queue, as the parent hands it to a child process.

@@ -14,20 +14,23 @@
 //! message's delete (so an ack or drop settled), measured by the server for every system
 //! alike, and absent on other targets.
 //!
-//! Layout: [`scenario`] says what is run, [`systems`] the systems (one module each),
-//! [`job`] what parent and child exchange, [`child`] the child side, [`probe`] and
-//! [`recorder`] what a child measures, [`summary`] the aggregation, table and goals,
-//! [`plot`] the SVG, and [`ci`] the gate.
+//! Layout: [`scenario`] says what is run, [`system`] the systems and [`systems`] how each
+//! runs (one module each), [`job`] what parent and child exchange, [`child`] the child side,
+//! [`probe`] and [`recorder`] what a child measures, [`record`] and [`comparison`] what a run
+//! and the whole comparison record, [`summary`] the aggregation, table and goals, and
+//! [`plot`] the SVG. The gate CI runs on a comparison is [`crate::ci`].
 
 pub(crate) mod child;
-pub(crate) mod ci;
+mod comparison;
 mod handlers_alone;
 mod job;
 mod plot;
 mod probe;
+mod record;
 mod recorder;
 mod scenario;
 mod summary;
+mod system;
 mod systems;
 
 use std::collections::BTreeMap;
@@ -42,12 +45,13 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use self::handlers_alone::HandlersAlone;
+pub(crate) use self::comparison::Comparison;
 use self::job::{ChildResult, Job};
 use self::probe::Percentiles;
+pub(crate) use self::record::RunRecord;
 pub(crate) use self::scenario::{FAST_MESSAGES_AT_LATENCY, Scenario, ScenarioKind};
-use self::summary::Summary;
-pub(crate) use self::systems::System;
+pub(crate) use self::summary::Summary;
+pub(crate) use self::system::System;
 use crate::fill::fill_queue;
 use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
 use crate::target::TargetArgs;
@@ -405,55 +409,6 @@ impl Target {
             server.set_latency(latency, seed);
         }
     }
-}
-
-/// One system's run in one scenario and repetition, as recorded.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RunRecord {
-    /// The scenario.
-    pub(crate) scenario: ScenarioKind,
-    /// The latency the embedded server added to every call.
-    pub(crate) latency: Latency,
-    /// The raw ceiling's loops in this run (the ceiling only).
-    pub(crate) ceiling_loops: Option<usize>,
-    /// The repetition, from 0.
-    pub(crate) repetition: u32,
-    /// The position of the system in this repetition's order, from 0.
-    pub(crate) position: usize,
-    /// What the child measured.
-    pub(crate) result: ChildResult,
-    /// The calls the server saw during the run, by action; `None` when not countable.
-    pub(crate) server_calls: Option<BTreeMap<String, u64>>,
-    /// Send time to the server's answer to the delete, of the messages deleted (acked or
-    /// dropped), as the embedded server measured it; `None` on any other target.
-    pub(crate) e2e_settled: Option<Percentiles>,
-}
-
-/// A whole comparison, as written to JSON.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Comparison {
-    /// The target, as text.
-    pub(crate) target: String,
-    /// Whether it was the embedded server.
-    pub(crate) embedded: bool,
-    /// Where server-side call counts come from.
-    pub(crate) server_calls_source: &'static str,
-    /// The scenarios, as sized, each at its latency.
-    pub(crate) scenarios: Vec<Scenario>,
-    /// The seed of the latency draws.
-    pub(crate) latency_seed: u64,
-    /// Handler invocations at once.
-    pub(crate) workers: usize,
-    /// Repetitions.
-    pub(crate) repetitions: u32,
-    /// Every run.
-    pub(crate) runs: Vec<RunRecord>,
-    /// The handlers alone, once per repetition of each scenario they bound.
-    pub(crate) handlers_alone: Vec<HandlersAlone>,
-    /// The aggregated rows and goals.
-    pub(crate) summary: Summary,
-    /// Where the plot was written.
-    pub(crate) plot: Option<PathBuf>,
 }
 
 /// The directory reports go to by default: `$CARGO_TARGET_DIR/loadtest`, else the

@@ -9,9 +9,9 @@
 
 use std::fmt::Write as _;
 
-use super::Comparison;
+use super::comparison::Comparison;
 use super::summary::Row;
-use super::systems::System;
+use super::system::System;
 use crate::server::Latency;
 
 /// Width of the whole plot.

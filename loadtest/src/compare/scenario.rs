@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::systems::System;
+use super::system::System;
 use crate::behaviour::Behaviour;
 use crate::number_arg::parse_number_in;
 use crate::server::Latency;

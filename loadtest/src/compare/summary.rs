@@ -7,11 +7,11 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::RunRecord;
 use super::handlers_alone::HandlersAlone;
 use super::probe::Percentiles;
+use super::record::RunRecord;
 use super::scenario::{Scenario, ScenarioKind};
-use super::systems::System;
+use super::system::System;
 use crate::server::Latency;
 
 /// Where a row's call counts come from.

@@ -52,6 +52,7 @@ mod named;
 mod protocol;
 mod query;
 mod queue;
+mod receipt;
 mod sns;
 #[cfg(test)]
 mod sns_tests;

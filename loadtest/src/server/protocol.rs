@@ -19,7 +19,7 @@ use sqs_engine::testing::model::ModelError;
 pub(crate) use sqs_engine::testing::model::rules::ACCOUNT_ID;
 use sqs_engine::testing::model::rules::MAX_MESSAGE_ATTRIBUTES;
 
-use super::queue::ReceiptHandle;
+use super::receipt::ReceiptHandle;
 
 /// The region in every queue ARN.
 pub(crate) const REGION: &str = "us-east-1";

@@ -10,7 +10,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
 use tokio::task::JoinSet;
 
-use super::{CallCounter, Calls};
+use super::calls::{CallCounter, Calls};
 use crate::behaviour::parse_body;
 use crate::compare::job::Job;
 use crate::compare::probe::Probe;

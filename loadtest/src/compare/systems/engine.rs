@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use aws_config::SdkConfig;
 use sqs_engine::{Engine, Message, Outcome, Stats};
 
-use super::Calls;
+use super::calls::Calls;
 use crate::behaviour::{Verdict, parse_body, parse_group_seq};
 use crate::compare::job::Job;
 use crate::compare::probe::Probe;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow};
 use aws_config::SdkConfig;
 
-use super::super::Calls;
+use super::super::calls::Calls;
 use crate::behaviour::{Behaviour, Verdict, parse_body, parse_group_seq};
 use crate::compare::job::Job;
 use crate::compare::probe::Probe;

@@ -30,8 +30,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use super::summary::Summary;
-use super::{CompareArgs, ScenarioKind, System, TargetKind, compare, output_dir};
+use crate::compare::{
+    CompareArgs, ScenarioKind, Summary, System, TargetKind, compare, finish, output_dir,
+};
 use crate::seed::{Measured, SeedArgs};
 use crate::server::Latency;
 
@@ -373,7 +374,7 @@ pub(crate) async fn run(args: CiArgs) -> Result<()> {
         } else {
             format!("ci-{}", latency.short())
         };
-        super::finish(&compare_args, &comparison, &stem)?;
+        finish(&compare_args, &comparison, &stem)?;
         if latency.is_none() {
             all_gates.extend(gates(&comparison.summary, target == TargetKind::Localstack));
         } else {
@@ -392,7 +393,7 @@ pub(crate) async fn run(args: CiArgs) -> Result<()> {
         };
         let comparison = compare(&compare_args).await?;
         eprint!("{}", comparison.summary);
-        super::finish(&compare_args, &comparison, "ci-fifo")?;
+        finish(&compare_args, &comparison, "ci-fifo")?;
         all_gates.push(fifo_gate(&comparison.summary));
         summaries.push(comparison.summary);
     }
