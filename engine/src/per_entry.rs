@@ -79,7 +79,10 @@ fn answer_lapsed<C: BatchCall>(
     attempt: u32,
     now: Instant,
 ) -> (Vec<C::Entry>, Vec<C::Waiter>) {
-    let mut kept = (Vec::with_capacity(entries.len()), Vec::with_capacity(waiters.len()));
+    let mut kept = (
+        Vec::with_capacity(entries.len()),
+        Vec::with_capacity(waiters.len()),
+    );
     for (entry, waiter) in entries.into_iter().zip(waiters) {
         match call.lapsed(&entry, now) {
             Some(error) => {
