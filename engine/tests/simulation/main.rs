@@ -120,6 +120,13 @@ fn moving_start() -> (u64, String) {
     (CI_SEEDS + hash % (1 << 48), source)
 }
 
+/// Writes `line` to the process's standard error past the test harness's capture, so a CI log
+/// shows which seeds ran and how long they took.
+fn uncaptured(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// The seeds of a run: `SIM_SEEDS` from `SIM_SEED_START` when set; else the fixed regression
 /// range `0..CI_SEEDS` and [`MOVING_SEEDS`] from [`moving_start`].
 fn seed_ranges() -> Vec<std::ops::Range<u64>> {
@@ -130,10 +137,10 @@ fn seed_ranges() -> Vec<std::ops::Range<u64>> {
     let (moving, source) = moving_start();
     static PRINTED: Once = Once::new();
     PRINTED.call_once(|| {
-        eprintln!(
+        uncaptured(&format!(
             "simulation seeds: 0..{CI_SEEDS} (fixed) and {moving}..{} (moving, from {source})",
             moving + MOVING_SEEDS
-        );
+        ));
     });
     vec![0..CI_SEEDS, moving..moving + MOVING_SEEDS]
 }
@@ -142,6 +149,7 @@ fn seed_ranges() -> Vec<std::ops::Range<u64>> {
 /// breaks an invariant, with the command to replay it and the path of its trace.
 fn run_shard(shard: u64) {
     quiet_deliberate_panics();
+    let started = std::time::Instant::now();
     let mut checked = 0;
     let seeds = seed_ranges().into_iter().flatten();
     for seed in seeds.filter(|seed| seed % SHARDS == shard) {
@@ -158,7 +166,10 @@ fn run_shard(shard: u64) {
         }
         checked += 1;
     }
-    eprintln!("shard {shard}: {checked} seeds kept every invariant");
+    uncaptured(&format!(
+        "simulation shard {shard}: {checked} seeds kept every invariant in {:.0?}",
+        started.elapsed()
+    ));
 }
 
 #[test]
