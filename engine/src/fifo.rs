@@ -226,7 +226,8 @@ impl Gate {
                     None => insert_in_order(waiting, delivery),
                 }
             } else {
-                delivery.take_turn(self.turn(&group));
+                let turn = self.turn(&group, delivery.message().id());
+                delivery.take_turn(turn);
                 state.groups.entry(group).or_default();
                 state.ready.push_back(delivery);
                 woke = true;
@@ -277,25 +278,35 @@ impl Gate {
         all
     }
 
-    /// `group`'s turn ended with `fate`. When its message is gone, the next of the group gets
-    /// the turn; otherwise the rest of the group goes back to the queue, to come back no
-    /// earlier than the message itself.
-    fn finish_turn(self: &Arc<Self>, group: &Arc<str>, fate: Fate) {
+    /// `group`'s turn, that of `message_id`, ended with `fate`. When its message is gone, the
+    /// next of the group gets the turn. When it went back but is already received again
+    /// (SQS applied the return and a receive took the message before its answer came here),
+    /// that delivery is the message back, and has the turn. Otherwise the rest of the group
+    /// goes back to the queue, to come back no earlier than the message itself.
+    fn finish_turn(self: &Arc<Self>, group: &Arc<str>, message_id: &str, fate: Fate) {
         let mut state = self.lock();
         let Some(waiting) = state.groups.get_mut(group) else {
             return;
         };
+        let next = match fate {
+            Fate::Deleted => waiting.pop_front(),
+            Fate::BackAt(_) => {
+                let back_already = waiting
+                    .front()
+                    .is_some_and(|first| first.message().id() == message_id);
+                if back_already { waiting.pop_front() } else { None }
+            }
+        };
+        if let Some(mut next) = next {
+            let turn = self.turn(group, next.message().id());
+            next.take_turn(turn);
+            state.ready.push_back(next);
+            drop(state);
+            self.ready.notify_one();
+            return;
+        }
         let back_at = match fate {
-            Fate::Deleted => match waiting.pop_front() {
-                Some(mut next) => {
-                    next.take_turn(self.turn(group));
-                    state.ready.push_back(next);
-                    drop(state);
-                    self.ready.notify_one();
-                    return;
-                }
-                None => None,
-            },
+            Fate::Deleted => None,
             Fate::BackAt(at) => Some(at),
         };
         let rest = state.groups.remove(group).unwrap_or_default();
@@ -342,17 +353,18 @@ fn insert_in_order(waiting: &mut VecDeque<Delivery>, delivery: Delivery) {
 }
 
 impl TurnKeeper for Gate {
-    fn end_turn(self: Arc<Self>, group: &Arc<str>, fate: Fate) {
-        self.finish_turn(group, fate);
+    fn end_turn(self: Arc<Self>, group: &Arc<str>, message_id: &str, fate: Fate) {
+        self.finish_turn(group, message_id, fate);
     }
 }
 
 impl Gate {
-    /// A turn of `group`, ended through this gate.
-    fn turn(self: &Arc<Self>, group: &Arc<str>) -> Turn {
+    /// The turn of `message_id` in `group`, ended through this gate.
+    fn turn(self: &Arc<Self>, group: &Arc<str>, message_id: &str) -> Turn {
         Turn::new(
             Arc::clone(self) as Arc<dyn TurnKeeper>,
             Arc::clone(group),
+            Arc::from(message_id),
             self.order == FifoOrder::Confirmed,
         )
     }
@@ -808,7 +820,7 @@ mod tests {
         let turn = gate.pop_ready().expect("m-0 has the turn");
         // m-0 is retried: m-1 goes back, and the gate waits for it.
         drop(turn);
-        gate.finish_turn(&group, Fate::BackAt(Instant::now()));
+        gate.finish_turn(&group, "m-0", Fate::BackAt(Instant::now()));
         gate.admit(vec![made_up(&queue, "m-2", 2, 1)]);
         assert!(
             gate.pop_ready().is_none(),
@@ -880,18 +892,42 @@ mod tests {
         // m-1's visibility lapsed while it waited; SQS handed it out again.
         gate.admit(vec![delivery("m-1", 1, 2)]);
         let group: Arc<str> = Arc::from("a");
-        gate.finish_turn(&group, Fate::Deleted);
+        gate.finish_turn(&group, "m-0", Fate::Deleted);
         let next = gate.pop_ready().expect("m-1 has the turn");
         assert_eq!(
             (next.message().id(), next.message().receive_count()),
             ("m-1", 2),
             "the newer receive"
         );
-        gate.finish_turn(&group, Fate::Deleted);
+        gate.finish_turn(&group, "m-1", Fate::Deleted);
         assert!(
             gate.pop_ready().is_none(),
             "the outdated receive of m-1 is not handed out after m-1 was deleted"
         );
         drop((turn, next));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retried_message_received_again_before_its_answer_keeps_its_turn() {
+        // m-0 is retried; SQS applies it, and a receive takes m-0 again, with m-1 behind it,
+        // before the retry's answer reaches the gate. That receive is m-0 back: it has the
+        // turn, and nothing goes back to the queue again.
+        let queue = runtime(Some(5)).await;
+        let gate = Gate::new(FifoOrder::Confirmed);
+        gate.admit(vec![made_up(&queue, "m-0", 0, 1)]);
+        let first = gate.pop_ready().expect("m-0 has the turn");
+        gate.admit(vec![made_up(&queue, "m-0", 0, 2), made_up(&queue, "m-1", 1, 1)]);
+        assert!(gate.pop_ready().is_none(), "m-0's turn is still under way");
+        let group: Arc<str> = Arc::from("a");
+        gate.finish_turn(&group, "m-0", Fate::BackAt(Instant::now()));
+        let again = gate.pop_ready().expect("m-0 back has the turn");
+        assert_eq!(
+            (again.message().id(), again.message().receive_count()),
+            ("m-0", 2)
+        );
+        gate.finish_turn(&group, "m-0", Fate::Deleted);
+        let next = gate.pop_ready().expect("m-1 is next");
+        assert_eq!(next.message().id(), "m-1");
+        drop((first, again, next));
     }
 }

@@ -21,14 +21,16 @@ pub(crate) enum Fate {
 
 /// What a turn ends through: the gate of its group.
 pub(crate) trait TurnKeeper: Send + Sync {
-    /// `group`'s turn ended with `fate`.
-    fn end_turn(self: Arc<Self>, group: &Arc<str>, fate: Fate);
+    /// `group`'s turn, that of the message `message_id`, ended with `fate`.
+    fn end_turn(self: Arc<Self>, group: &Arc<str>, message_id: &str, fate: Fate);
 }
 
 /// A delivery's turn in its group; ends when its message's fate is known. Held by its ticket.
 pub(crate) struct Turn {
     keeper: Arc<dyn TurnKeeper>,
     group: Arc<str>,
+    /// The message whose turn it is.
+    message_id: Arc<str>,
     waits_for_answer: bool,
 }
 
@@ -36,11 +38,13 @@ impl Turn {
     pub(crate) fn new(
         keeper: Arc<dyn TurnKeeper>,
         group: Arc<str>,
+        message_id: Arc<str>,
         waits_for_answer: bool,
     ) -> Self {
         Self {
             keeper,
             group,
+            message_id,
             waits_for_answer,
         }
     }
@@ -53,6 +57,6 @@ impl Turn {
     /// The message's settlement is known (or, when the group does not wait for the answer,
     /// its entry is queued).
     pub(crate) fn end(self, fate: Fate) {
-        self.keeper.end_turn(&self.group, fate);
+        self.keeper.end_turn(&self.group, &self.message_id, fate);
     }
 }
