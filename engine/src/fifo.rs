@@ -294,7 +294,11 @@ impl Gate {
                 let back_already = waiting
                     .front()
                     .is_some_and(|first| first.message().id() == message_id);
-                if back_already { waiting.pop_front() } else { None }
+                if back_already {
+                    waiting.pop_front()
+                } else {
+                    None
+                }
             }
         };
         if let Some(mut next) = next {
@@ -916,7 +920,10 @@ mod tests {
         let gate = Gate::new(FifoOrder::Confirmed);
         gate.admit(vec![made_up(&queue, "m-0", 0, 1)]);
         let first = gate.pop_ready().expect("m-0 has the turn");
-        gate.admit(vec![made_up(&queue, "m-0", 0, 2), made_up(&queue, "m-1", 1, 1)]);
+        gate.admit(vec![
+            made_up(&queue, "m-0", 0, 2),
+            made_up(&queue, "m-1", 1, 1),
+        ]);
         assert!(gate.pop_ready().is_none(), "m-0's turn is still under way");
         let group: Arc<str> = Arc::from("a");
         gate.finish_turn(&group, "m-0", Fate::BackAt(Instant::now()));
