@@ -79,14 +79,17 @@ pub struct Health {
     /// Set once the engine gave up on such a failure: its `run` returns
     /// [`Error::GaveUp`](crate::Error::GaveUp).
     pub gave_up: bool,
+    /// Set when the engine could not open its queue (its `run` or `consumer` returned the
+    /// error at startup): it will not work.
+    pub failed_to_open: bool,
 }
 
 impl Health {
-    /// Whether the engine can work: none of its receives, deletes and visibility changes fails
-    /// in a way retrying cannot mend, and it has not given up. A transient failure
+    /// Whether the engine can work: it opened its queue, none of its receives, deletes and
+    /// visibility changes fails in a way retrying cannot mend, and it has not given up. A transient failure
     /// (throttling, a 5xx, the network) does not make it unhealthy: it backs off and retries.
     pub fn is_healthy(&self) -> bool {
-        self.failing_permanently_for.is_none() && !self.gave_up
+        self.failing_permanently_for.is_none() && !self.gave_up && !self.failed_to_open
     }
 
     /// Whether the engine is taking work: its queue is open, it is not draining, and it is
@@ -203,6 +206,7 @@ struct State {
     /// error.
     permanent: [Option<Permanent>; 3],
     gave_up: Option<GaveUp>,
+    failed_to_open: bool,
 }
 
 /// A kind of call failing in a way retrying cannot mend.
@@ -241,6 +245,7 @@ impl State {
             last_failure: None,
             permanent: [None, None, None],
             gave_up: None,
+            failed_to_open: false,
         }
     }
 
@@ -344,6 +349,13 @@ impl HealthCells {
         }
     }
 
+    /// Opening the queue failed: the engine stops before it started.
+    pub(crate) fn failed_to_open(&self) {
+        let mut state = self.state();
+        state.failed_to_open = true;
+        state.phase = Phase::Stopped;
+    }
+
     /// Shut down.
     pub(crate) fn stopped(&self) {
         self.state().phase = Phase::Stopped;
@@ -421,6 +433,7 @@ impl HealthCells {
             failing_action: longest.map(|(call, _)| call.action()),
             permanent_failure: longest.map(|(_, permanent)| permanent.error.clone()),
             gave_up: state.gave_up.is_some(),
+            failed_to_open: state.failed_to_open,
         }
     }
 }
@@ -455,6 +468,20 @@ mod tests {
 
     fn denied() -> CallError {
         CallError::new(CallErrorKind::AccessDenied, "no")
+    }
+
+    #[test]
+    fn an_engine_that_could_not_open_its_queue_is_unhealthy_and_stopped() {
+        let cells = HealthCells::new("q", DEFAULT_GIVE_UP_AFTER);
+        assert!(
+            cells.snapshot().is_healthy(),
+            "starting, nothing failed yet"
+        );
+        cells.failed_to_open();
+        let health = cells.snapshot();
+        assert!(!health.is_healthy());
+        assert!(!health.is_ready());
+        assert_eq!(health.phase, Phase::Stopped);
     }
 
     #[tokio::test(start_paused = true)]

@@ -244,7 +244,8 @@ impl Engine {
             },
             Arc::clone(&self.stats),
         )
-        .await?;
+        .await
+        .inspect_err(|_| self.health.failed_to_open())?;
         queue.on_handler_error = self.on_handler_error;
         queue.processing = self.processing;
         queue.paused = self.pause.watch();
