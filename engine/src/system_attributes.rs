@@ -45,6 +45,7 @@ impl SystemAttributes {
 }
 
 /// Whether a receive that asked for `names` returns the system attribute `name`.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn asked_for(names: &[&str], name: &str) -> bool {
     names
         .iter()
