@@ -12,6 +12,7 @@ use crate::api::ReceivedMessage;
 use crate::held::BodyRoom;
 use crate::limits::MAX_VISIBILITY;
 use crate::message::Message;
+use crate::message_span::message_span;
 use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 use crate::settle::hold::Hold;
@@ -136,6 +137,14 @@ impl Delivery {
     /// The message.
     pub fn message(&self) -> &Message {
         &self.message
+    }
+
+    /// The span to process the message in, as the engine's handlers run in theirs: a
+    /// `message` span at INFO, of OpenTelemetry's consumer kind, with the messaging fields and
+    /// the message's trace context (with the `opentelemetry` feature, the sender's span as its
+    /// parent). A new span each call: make it once per delivery.
+    pub fn span(&self) -> tracing::Span {
+        message_span(&self.ticket.queue.name, &self.message)
     }
 
     /// Settles the message with `outcome`. See [`Ticket::settle`].

@@ -62,6 +62,18 @@
 //! recorder to export them. [`Engine::stats`] reads the same counts without one. The metrics
 //! are listed in [`mod@metrics`].
 //!
+//! ## Tracing
+//!
+//! Each message's handler runs in a `message` span at INFO, of the consumer kind, with
+//! OpenTelemetry's messaging fields; a batch handler's in a `batch` span with the same fields,
+//! and a [`Consumer`]'s deliveries give the same span through [`Delivery::span`]. With the
+//! `opentelemetry` feature and a `tracing-opentelemetry` layer in the subscriber, the span's
+//! parent is the sender's span: the W3C `traceparent` (and `tracestate`) message attributes,
+//! else the X-Ray `AWSTraceHeader` system attribute; a batch span links to each message's
+//! sender instead. The broker's publishers put the context of the span current when `publish`
+//! is called on each message as `traceparent` and `tracestate`, unless its headers set `traceparent` or leave no room (SQS
+//! carries ten message attributes).
+//!
 //! ## Testing
 //!
 //! With the `testing` feature, `sqs_engine::testing::InProcessSqs` is an SQS inside the test
@@ -112,6 +124,7 @@ mod held;
 mod lane;
 pub mod limits;
 mod message;
+mod message_span;
 pub mod metrics;
 mod outcome;
 mod parked;
@@ -139,6 +152,8 @@ mod system_attributes;
 mod take_rate;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "opentelemetry")]
+mod trace_context;
 mod turn;
 mod whole_seconds;
 mod worker_capacity;

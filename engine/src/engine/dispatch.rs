@@ -11,13 +11,13 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, debug_span, error, warn};
+use tracing::{Instrument, error, warn};
 
 use crate::consumer::Consumer;
 use crate::delivery::Delivery;
 use crate::handler::{BatchHandler, Handler, HandlerResult};
 use crate::limits::MAX_BATCH_ENTRIES;
-use crate::message::TRACE_HEADER_ATTRIBUTE;
+use crate::message_span::{batch_span, message_span};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::QueueRuntime;
 
@@ -115,7 +115,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 };
                 let handler = Arc::clone(handler);
                 let abort = abort.clone();
-                let span = debug_span!("batch", queue = %queue.name, messages = batch.len());
+                let span = batch_span(&queue.name, batch.iter().map(Delivery::message));
                 tasks.spawn(
                     async move {
                         let _permit = permit;
@@ -230,25 +230,6 @@ fn delay_of(outcome: Outcome) -> Option<Duration> {
         Outcome::RetryAfter(delay) => Some(delay),
         _ => None,
     }
-}
-
-/// The span a message's handler runs in, at INFO so that a subscriber's default level shows
-/// it, with OpenTelemetry's messaging fields and the message's trace context: the
-/// `AWSTraceHeader` system attribute (X-Ray) and a `traceparent` message attribute (W3C).
-pub(crate) fn message_span(queue: &str, message: &crate::message::Message) -> tracing::Span {
-    tracing::info_span!(
-        "message",
-        messaging.system = "aws_sqs",
-        messaging.operation.type = "process",
-        messaging.destination.name = queue,
-        messaging.message.id = message.id(),
-        messaging.sqs.receive_count = message.receive_count(),
-        messaging.message.group_id = message.group_id(),
-        aws.trace_header = message.attribute(TRACE_HEADER_ATTRIBUTE),
-        traceparent = message
-            .message_attribute("traceparent")
-            .and_then(crate::attribute::MessageAttribute::as_str),
-    )
 }
 
 /// Runs handler futures concurrently until all are done. A future that panics is dropped

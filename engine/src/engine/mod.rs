@@ -30,8 +30,6 @@ mod dispatch;
 #[cfg(feature = "ruststream")]
 pub(crate) use builder::DEFAULT_RECEIVERS;
 pub use builder::EngineBuilder;
-#[cfg(feature = "ruststream")]
-pub(crate) use dispatch::message_span;
 use dispatch::{Dispatch, NoHandler, dispatch_until_shutdown};
 #[cfg(feature = "bench")]
 pub(crate) use dispatch::{JoinAll, handle_one};

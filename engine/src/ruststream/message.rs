@@ -14,8 +14,8 @@ use super::error::SqsError;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
 use crate::delivery::{Delivery, Ticket};
-use crate::engine::message_span;
 use crate::limits::valid_text;
+use crate::message_span::message_span;
 use crate::outcome::Outcome;
 
 /// The message attribute that marks a body sent as base64, because it was not text SQS

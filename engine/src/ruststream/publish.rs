@@ -316,6 +316,11 @@ impl OutgoingEntry<'_> {
                 }
             )));
         }
+        // The current span's trace context, where the headers set none and it fits.
+        #[cfg(feature = "opentelemetry")]
+        crate::trace_context::carry_current(&mut attributes, |attributes| {
+            SendEntry::size_of(&body, attributes) <= max_bytes
+        });
         let bytes = SendEntry::size_of(&body, &attributes);
         if bytes > max_bytes {
             return Err(refused(format!(
