@@ -135,6 +135,7 @@ mod processing_limit;
 pub mod prometheus;
 mod queue;
 pub mod queue_url;
+mod receive_rate;
 mod receiver;
 mod redrive_policy;
 mod retry;

@@ -18,6 +18,7 @@ use crate::health::AfterFailure;
 use crate::held::BodyRoom;
 use crate::metrics::Action;
 use crate::queue::QueueRuntime;
+use crate::receive_rate::{MaxReceiveRate, ReceiveRate};
 use crate::round_trip::{LIGHT_IN_FLIGHT, LoadedRoundTrip};
 use crate::settle::hold::Hold;
 use crate::system_attributes::SystemAttributes;
@@ -62,6 +63,8 @@ pub(crate) struct ReceiverConfig {
     pub(crate) max_messages: u8,
     pub(crate) wait_time: Duration,
     pub(crate) system_attributes: SystemAttributes,
+    /// The most messages a second the receivers take, if capped.
+    pub(crate) max_rate: Option<MaxReceiveRate>,
 }
 
 /// The receivers of one queue and what they share. The engine runs between one and `most`
@@ -102,6 +105,8 @@ pub(crate) struct Receivers {
     round_trip: LoadedRoundTrip,
     /// How fast the messages received are handed out.
     taken: TakeRate,
+    /// The cap on messages received a second, when set: each receive takes its batch first.
+    rate: Option<ReceiveRate>,
     /// Set before `stop` when the settlement stays open after the receivers (see
     /// [`finish_open_polls`](Self::finish_open_polls)).
     finish_polls: AtomicBool,
@@ -140,6 +145,9 @@ impl Receivers {
             epoch: Instant::now(),
             round_trip: LoadedRoundTrip::default(),
             taken: TakeRate::default(),
+            rate: config
+                .max_rate
+                .map(|rate| ReceiveRate::new(rate, config.max_messages, Instant::now())),
         })
     }
 
@@ -244,9 +252,14 @@ impl Receivers {
             .takers_waited
             .then(|| self.queue.capacity.per_second())
             .flatten();
-        match (taken, could) {
+        let demand = match (taken, could) {
             (Some(taken), Some(could)) => Some(taken.max(could)),
             (taken, could) => taken.or(could),
+        };
+        // Under a rate cap, the receives worth having are those the cap allows.
+        match &self.rate {
+            Some(rate) => Some(demand.map_or(rate.per_second(), |d| d.min(rate.per_second()))),
+            None => demand,
         }
     }
 
@@ -377,6 +390,17 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             () = stop.cancelled() => return,
             () = queue.settler.until_not_backlogged() => {}
         }
+        // Under a rate cap, a whole batch's worth first (what the answer does not use is
+        // given back below).
+        if let Some(rate) = &set.rate {
+            while let Err(wait) = rate.take_batch(Instant::now()) {
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
         if queue.fifo
             && attempt
                 .as_ref()
@@ -431,6 +455,9 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     // waits at the top of its loop for the resume.
                     finish_aside(&set, receive, permits, called_at);
                     attempt = None;
+                    if let Some(rate) = &set.rate {
+                        rate.give_back(usize::from(config.max_messages), Instant::now());
+                    }
                     continue;
                 }
             }
@@ -440,6 +467,13 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             attempt = None;
         }
         queue.metrics.call(Action::ReceiveMessage, result.is_ok());
+        if let Some(rate) = &set.rate {
+            let used = result.as_ref().map_or(0, Vec::len);
+            rate.give_back(
+                usize::from(config.max_messages).saturating_sub(used),
+                Instant::now(),
+            );
+        }
         match result {
             Ok(messages) => {
                 failures = 0;

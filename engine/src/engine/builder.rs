@@ -20,6 +20,7 @@ use crate::limits::MAX_VISIBILITY;
 use crate::metrics::StatsCells;
 use crate::processing_limit::ProcessingLimit;
 use crate::queue::Redrive;
+use crate::receive_rate::MaxReceiveRate;
 use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
 use crate::settle::coalescer::CoalescerConfig;
@@ -45,6 +46,7 @@ pub struct EngineBuilder {
     wait_time: Duration,
     visibility_timeout: Option<Duration>,
     system_attributes: SystemAttributes,
+    max_receive_rate: Option<f64>,
     max_batch_wait: Duration,
     max_batches_in_flight: usize,
     shutdown_timeout: Duration,
@@ -77,6 +79,7 @@ impl Default for EngineBuilder {
             wait_time: WaitTime::MAX,
             visibility_timeout: None,
             system_attributes: SystemAttributes::default(),
+            max_receive_rate: None,
             max_batch_wait: Duration::from_millis(5),
             max_batches_in_flight: 128,
             shutdown_timeout: Duration::from_secs(30),
@@ -110,6 +113,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("wait_time", &self.wait_time)
             .field("visibility_timeout", &self.visibility_timeout)
             .field("system_attributes", &self.system_attributes)
+            .field("max_receive_rate", &self.max_receive_rate)
             .field("max_batch_wait", &self.max_batch_wait)
             .field("max_batches_in_flight", &self.max_batches_in_flight)
             .field("shutdown_timeout", &self.shutdown_timeout)
@@ -213,6 +217,22 @@ impl EngineBuilder {
     /// The long-poll wait, 0..=20 s. Default 20 s, the fewest empty receives.
     pub fn wait_time(mut self, wait: Duration) -> Self {
         self.wait_time = wait;
+        self
+    }
+
+    /// The most messages a second the receivers take from the queue, for a queue whose
+    /// handlers call something that allows only so many calls a second (a partner's API, a
+    /// database): receiving never runs ahead of it by more than one receive batch, so no
+    /// message waits in the prefetch for the rate to allow it, its visibility timeout running.
+    /// The receivers share one token bucket of one receive batch: each receive waits for a
+    /// whole batch's worth, and what its answer did not use (an empty long poll costs none) is
+    /// given back. At rates under one batch a second, each receive still asks for a full
+    /// batch, a few seconds apart, rather than one message a call.
+    ///
+    /// Default: none. 0.01..=1,000,000 messages a second; [`build`](Self::build) refuses
+    /// other values (and NaN) with a [`ConfigError`].
+    pub fn max_receive_rate(mut self, per_second: f64) -> Self {
+        self.max_receive_rate = Some(per_second);
         self
     }
 
@@ -441,6 +461,7 @@ impl EngineBuilder {
             Some(timeout) => Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
             None => None,
         };
+        let max_rate = self.max_receive_rate.map(MaxReceiveRate::new).transpose()?;
         let max_batch_wait = MaxBatchWait::new(self.max_batch_wait)?.get();
         let heartbeat_margin = self
             .heartbeat_margin
@@ -494,6 +515,7 @@ impl EngineBuilder {
                 max_messages: u8::try_from(receive_batch).unwrap_or(10),
                 wait_time,
                 system_attributes: self.system_attributes,
+                max_rate,
             },
             visibility_timeout,
             coalescer: CoalescerConfig {
