@@ -13,7 +13,9 @@ pub mod rules;
 mod seq_map;
 #[cfg(test)]
 mod tests;
+mod views;
 
 pub use dedup::Deduplication;
 pub use error::{ErrorKind, ModelError};
-pub use messages::{Counts, Message, Messages, Received, Redriven, Standing};
+pub use messages::Messages;
+pub use views::{Counts, Message, Received, Redriven, Standing};
