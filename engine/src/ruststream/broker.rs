@@ -368,6 +368,9 @@ impl ConnectedSqsBroker {
         if let Some(visibility) = queue.visibility_secs() {
             builder = builder.visibility_timeout(visibility);
         }
+        if let Some(rate) = queue.receive_rate() {
+            builder = builder.max_receive_rate(rate);
+        }
         if let (Some(attempts), Some(dead_letter)) = (queue.max_attempts, &queue.dead_letter) {
             builder = builder
                 .max_attempts(attempts.get())

@@ -87,6 +87,8 @@ pub struct SqsQueue {
     pub(crate) heartbeat: bool,
     pub(crate) max_attempts: Option<NonZeroU32>,
     pub(crate) dead_letter: Option<String>,
+    /// The receive rate cap's `f64` bits, so that the descriptor stays `Eq`.
+    pub(crate) max_receive_rate: Option<u64>,
 }
 
 /// The default cap on deliveries handed out and unsettled: high enough that the framework's
@@ -108,6 +110,7 @@ impl SqsQueue {
             heartbeat: true,
             max_attempts: None,
             dead_letter: None,
+            max_receive_rate: None,
         }
     }
 
@@ -169,6 +172,20 @@ impl SqsQueue {
         self
     }
 
+    /// The most messages a second the subscription receives, 0.01..=1,000,000: for handlers
+    /// that call something rate-limited, so that nothing waits in the prefetch for the rate.
+    /// Default: none. See
+    /// [`EngineBuilder::max_receive_rate`](crate::EngineBuilder::max_receive_rate).
+    pub fn max_receive_rate(mut self, per_second: f64) -> Self {
+        self.max_receive_rate = Some(per_second.to_bits());
+        self
+    }
+
+    /// The receive rate cap, in messages a second.
+    pub(crate) fn receive_rate(&self) -> Option<f64> {
+        self.max_receive_rate.map(f64::from_bits)
+    }
+
     /// The redrive policy the subscription writes onto the queue: after `max_attempts`
     /// receives, SQS moves a message to `dead_letter`. The mount site's
     /// `.max_attempts(..).dead_letter(..)` sets the same.
@@ -210,6 +227,11 @@ impl SqsQueue {
                 "batch_window is {:?}, at most 1 s",
                 self.batch_window
             )));
+        }
+        if let Some(rate) = self.receive_rate()
+            && let Err(error) = crate::receive_rate::MaxReceiveRate::new(rate)
+        {
+            return Err(invalid(error.to_string()));
         }
         if let Some(attempts) = self.max_attempts
             && !MaxReceiveCount::contains(attempts.get())
@@ -255,8 +277,8 @@ pub(crate) fn check_redrive(
 /// The [`SqsQueue`] settings, chained at the mount site after the framework's own steps: the
 /// same as `.map_source(|queue| queue.wait(..))`, one method a setting. The name and methods are
 /// those of `ruststream-sqs-sns`, so a service that sets them at the mount site moves over with
-/// its `use` line; `receivers`, `max_in_flight`, `batch_window` and `heartbeat` are this
-/// broker's own.
+/// its `use` line; `receivers`, `max_in_flight`, `batch_window`, `heartbeat` and
+/// `max_receive_rate` are this broker's own.
 ///
 /// ```
 /// use std::time::Duration;
@@ -316,6 +338,10 @@ pub trait SqsSubscription: Sized {
     /// See [`SqsQueue::heartbeat`].
     #[must_use]
     fn heartbeat(self, on: bool) -> Self;
+
+    /// See [`SqsQueue::max_receive_rate`].
+    #[must_use]
+    fn max_receive_rate(self, per_second: f64) -> Self;
 }
 
 impl<Def, State, DefCodec> SqsSubscription for SubscriberBuilder<Def, SqsQueue, State, DefCodec>
@@ -348,6 +374,10 @@ where
 
     fn heartbeat(self, on: bool) -> Self {
         self.map_source(|queue| queue.heartbeat(on))
+    }
+
+    fn max_receive_rate(self, per_second: f64) -> Self {
+        self.map_source(|queue| queue.max_receive_rate(per_second))
     }
 }
 
@@ -395,5 +425,22 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_receive_rate_out_of_range_is_refused_by_name_and_one_in_range_kept() {
+        let capped = SqsQueue::new("q").max_receive_rate(12.5);
+        assert_eq!(capped.receive_rate(), Some(12.5));
+        assert!(capped.validate().is_ok());
+        for bad in [0.0, f64::NAN, 5e6] {
+            let error = SqsQueue::new("q")
+                .max_receive_rate(bad)
+                .validate()
+                .expect_err("refused");
+            assert!(
+                error.to_string().contains("max_receive_rate"),
+                "{bad}: {error}"
+            );
+        }
     }
 }
