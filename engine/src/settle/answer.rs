@@ -5,8 +5,8 @@
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::heartbeat::{self, AfterFailure};
-use super::{AnswerHook, Completion, Settler};
+use super::heartbeat::AfterFailure;
+use super::settler::{AnswerHook, Completion, Settler};
 use crate::api::{CallError, EntryFailure};
 use crate::error::SettleError;
 use crate::lane::Lane;
@@ -108,7 +108,8 @@ pub(super) struct ExtensionFailure {
 }
 
 /// Records the answer for a heartbeat's extension. A failed one is tried again before the
-/// message's known deadline, unless permanent (see [`heartbeat::Schedule::failed`]).
+/// message's known deadline, unless permanent (see
+/// [`Schedule::failed`](super::heartbeat::Schedule::failed)).
 pub(super) fn answer_extension(
     settler: &Settler,
     key: u64,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::coalescer::CoalescerConfig;
 use super::*;
 use crate::backoff::Backoff;
 use crate::metrics::StatsCells;
