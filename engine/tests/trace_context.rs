@@ -119,6 +119,23 @@ fn assert_child_of(span: &SpanData, producer: &SpanContext) {
     );
 }
 
+/// Publishes one message with `headers` to `queue` through the broker, within `span`: the
+/// message is queued, with the current span's context, when `publish` is called.
+async fn publish_in(span: &tracing::Span, queue: &str, headers: HeaderMap) {
+    let broker = SqsBroker::new()
+        .api(support::Recording::new(None).await)
+        .connect()
+        .await
+        .expect("connect");
+    let message = ruststream::OutgoingMessage::produced(queue, ruststream::BytesMut::from("x"))
+        .with_headers(headers);
+    let publisher = broker.publisher();
+    span.in_scope(|| publisher.publish(message, None))
+        .await
+        .expect("published");
+    broker.shutdown().await.expect("shut down");
+}
+
 /// Runs the engine on `queue` until one message was handled, acking it.
 async fn handle_one(queue: &str) {
     let config = support::sdk_config().await;
@@ -153,19 +170,8 @@ async fn a_message_published_in_a_producer_span_is_handled_in_a_child_consumer_s
     let url = support::create_queue(&sqs, &queue, 30).await;
 
     // Published through the broker, within the producer's span.
-    let broker = SqsBroker::new()
-        .api(support::Recording::new(None).await)
-        .connect()
-        .await
-        .expect("connect");
     let (span, producer) = producer();
-    let message = ruststream::OutgoingMessage::produced(&queue, ruststream::BytesMut::from("x"));
-    let publisher = broker.publisher();
-    // The message is queued, with the current span's context, when `publish` is called.
-    span.in_scope(|| publisher.publish(message, None))
-        .await
-        .expect("published");
-    broker.shutdown().await.expect("shut down");
+    publish_in(&span, &queue, HeaderMap::new()).await;
 
     // Consumed by the native engine.
     handle_one(&queue).await;
@@ -347,11 +353,6 @@ async fn headers_that_set_a_traceparent_are_published_as_they_are() {
     let sqs = support::client().await;
     let queue = support::unique("traced-own");
     let url = support::create_queue(&sqs, &queue, 30).await;
-    let broker = SqsBroker::new()
-        .api(support::Recording::new(None).await)
-        .connect()
-        .await
-        .expect("connect");
     let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -359,14 +360,7 @@ async fn headers_that_set_a_traceparent_are_published_as_they_are() {
         ruststream::Bytes::from_static(own.as_bytes()),
     );
     let (span, _) = producer();
-    let message = ruststream::OutgoingMessage::produced(&queue, ruststream::BytesMut::from("x"))
-        .with_headers(headers);
-    let publisher = broker.publisher();
-    // The message is queued, with the current span's context, when `publish` is called.
-    span.in_scope(|| publisher.publish(message, None))
-        .await
-        .expect("published");
-    broker.shutdown().await.expect("shut down");
+    publish_in(&span, &queue, headers).await;
     let received = sqs
         .receive_message()
         .queue_url(&url)
