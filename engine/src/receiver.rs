@@ -8,7 +8,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, debug_span, error, warn};
+use tracing::{Instrument, debug, debug_span, error, warn};
 
 use crate::api::{CallErrorKind, ReceiveRequest};
 use crate::backoff::Backoff;
@@ -24,6 +24,8 @@ use crate::settle::hold::Hold;
 use crate::system_attributes::SystemAttributes;
 use crate::take_rate::TakeRate;
 
+use demand::Demand;
+
 /// Receives in flight worth having per second of a receive's round trip: receivers for at most
 /// 60,000 messages a second (ten a receive), whatever the demand. The choice is measured in
 /// `docs/benchmarks.md` ("The bounds on calls in flight").
@@ -37,17 +39,6 @@ const DEMAND_HEADROOM: f64 = 2.0;
 /// The fewest receivers the engine grows to whatever the round trip: a loaded machine answers
 /// loopback calls in well under a millisecond, but its event loop adds its own waits.
 const MIN_USEFUL_RECEIVERS: usize = 8;
-
-/// The fewest receive batches waiting for a worker past which a receiver that brought a full
-/// batch ends (it is not the last), when no worker waited for messages during its call: the
-/// receivers outrun the workers, and more of them would only hold more messages. Past this
-/// floor, the bound is two batches per receiver running: more waiting than two rounds of
-/// receives bring (one round would leave workers idle whenever the receives' answers bunch).
-const WAITING_BATCHES_TO_SHRINK: usize = 4;
-
-/// Receive batches waiting for a worker below which the workers are about to be short of
-/// messages: a full receive may start another receiver even if no worker waited yet.
-const WAITING_BATCHES_TO_GROW: usize = 2;
 
 /// How long SQS deduplicates a FIFO receive by its `ReceiveRequestAttemptId`: a retry later
 /// than this after the attempt's first call gets a new id.
@@ -70,9 +61,12 @@ pub(crate) struct ReceiverConfig {
 /// The receivers of one queue and what they share. The engine runs between one and `most`
 /// of them, as many as keep the workers fed: a receive that comes back full while the workers
 /// are short of messages starts another; one that comes back partly filled or empty, or full
-/// while received messages pile up unstarted, ends its receiver (the last one stays). So an idle
-/// queue costs one long poll at a time, a busy one on a slow link gets as many receives in
-/// flight as its round trip needs, and slow handlers are not fed faster than they take.
+/// while received messages pile up unstarted, ends its receiver (the last one stays), and so
+/// does one that fails in a way a retry may mend (throttled, a server error, no answer in
+/// time). So an idle queue costs one long poll at a time, a busy one on a slow link gets as
+/// many receives in flight as its round trip needs, slow handlers are not fed faster than they
+/// take, and an overloaded or throttling server is left one receive retrying with backoff
+/// rather than every receive it timed out.
 pub(crate) struct Receivers {
     pub(crate) queue: Arc<QueueRuntime>,
     pub(crate) config: ReceiverConfig,
@@ -341,7 +335,9 @@ impl Receivers {
 /// it brought take their size (bodies and message attributes) from `bytes`: made deliveries
 /// first, so that the heartbeat keeps them invisible however long they wait for that room. The
 /// room in `ahead` of the messages received is given back as the consumer hands them out.
-/// A failed receive backs off with jitter and tries again, for as long as it fails.
+/// A failed receive backs off with jitter and tries again, for as long as it fails; after a
+/// transient failure, a receiver that is not the last ends instead (unless it has a FIFO
+/// attempt to retry), so that an overloaded server is not met with every receive again.
 ///
 /// When `stop` is cancelled during a long poll, the poll gets four round trips (as measured on
 /// the queue's short calls; a second before any was measured) to answer; what it brings
@@ -562,6 +558,15 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     error!(queue = %queue.name, error = %failure, "receive failed in a way retrying cannot mend for longer than the engine's give_up_after: no more receives");
                     return;
                 }
+                // A server that throttles, fails or does not answer in time gets fewer receives
+                // in flight, not as many retrying: this receiver ends (not the last, which
+                // retries with backoff), and full receives start others once it answers
+                // again. A FIFO receive to retry under its attempt id is retried by its own
+                // receiver, which may get what the call took.
+                if failure.is_transient() && attempt.is_none() && set.shrink() {
+                    debug!(queue = %queue.name, error = %failure, "receive failed; one receiver fewer");
+                    return;
+                }
                 failures = failures.saturating_add(1);
                 let delay = backoff.jittered(failures);
                 if failure.kind == CallErrorKind::QueueNotFound {
@@ -576,33 +581,6 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 }
             }
         }
-    }
-}
-
-/// The workers' demand for messages as a receive came back (see [`Receivers::demand`]).
-#[derive(Debug, Clone, Copy)]
-struct Demand {
-    /// A taker waited for a receive during the call.
-    takers_waited: bool,
-    /// Messages received and waiting for a worker, besides the batch just received.
-    waiting: usize,
-    /// A full receive batch.
-    batch: usize,
-}
-
-impl Demand {
-    /// Whether the receivers outrun the workers with `active` running: no taker waited, and
-    /// more batches wait than two rounds of receives bring (two per receiver running, at least
-    /// [`WAITING_BATCHES_TO_SHRINK`]).
-    fn outrunning(self, active: usize) -> bool {
-        let rounds = (2 * active).max(WAITING_BATCHES_TO_SHRINK);
-        !self.takers_waited && self.waiting > rounds * self.batch
-    }
-
-    /// Whether the workers are, or are about to be, short of messages: a taker waited, or
-    /// fewer than [`WAITING_BATCHES_TO_GROW`] batches wait.
-    fn short(self) -> bool {
-        self.takers_waited || self.waiting < WAITING_BATCHES_TO_GROW * self.batch
     }
 }
 
@@ -691,5 +669,6 @@ fn oldest_age(deliveries: &[Delivery]) -> Option<Duration> {
         .max()
 }
 
+mod demand;
 #[cfg(test)]
 mod tests;

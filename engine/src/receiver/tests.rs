@@ -422,3 +422,69 @@ async fn an_idle_queue_costs_one_long_poll_at_a_time() {
         "one long poll on an idle queue"
     );
 }
+
+/// The most receives under way at once between `from` and `to` from now, sampled every 10 ms.
+fn most_under_way_between(
+    api: &Arc<StandIn>,
+    from: Duration,
+    to: Duration,
+) -> tokio::task::JoinHandle<usize> {
+    let watched = Arc::clone(api);
+    tokio::spawn(async move {
+        tokio::time::sleep(from).await;
+        let mut most = 0;
+        let end = Instant::now() + (to - from);
+        while Instant::now() < end {
+            most = most.max(watched.receives_under_way());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        most
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn receives_that_time_out_leave_one_receiver_retrying() {
+    // A backlog that starts eight receivers, then a server that answers none of them within
+    // the call timeout (overloaded, say), for long after.
+    let mut script = full_receives(0, 40, Duration::from_millis(50));
+    script.extend((0..400).map(|_| {
+        (
+            Duration::from_secs(10),
+            Err(CallError::new(CallErrorKind::Network, "timed out")),
+        )
+    }));
+    let api = StandIn::receiving_script(script);
+    // Once the first timeouts are in (the backlog takes well under a second).
+    let storm = most_under_way_between(&api, Duration::from_secs(12), Duration::from_secs(90));
+    run_acking(&api, 8, Duration::from_secs(90)).await;
+    assert!(
+        api.most_receives_under_way() > 1,
+        "the backlog started more receivers"
+    );
+    assert_eq!(
+        storm.await.expect("watcher"),
+        1,
+        "one receive at a time against a server that times out"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_receives_after_a_throttling_burst_start_the_receivers_again() {
+    // A backlog, a burst of throttling that ends all receivers but one, then a backlog again.
+    let mut script = full_receives(0, 40, Duration::from_millis(50));
+    script.extend((0..8).map(|_| {
+        (
+            Duration::from_millis(50),
+            Err(CallError::new(CallErrorKind::Throttled, "slow down")),
+        )
+    }));
+    script.extend(full_receives(400, 400, Duration::from_millis(50)));
+    let api = StandIn::receiving_script(script);
+    let after = most_under_way_between(&api, Duration::from_secs(3), Duration::from_secs(6));
+    run_acking(&api, 8, Duration::from_secs(6)).await;
+    assert_eq!(
+        after.await.expect("watcher"),
+        8,
+        "grown back to the setting"
+    );
+}
