@@ -63,8 +63,8 @@ pub(crate) struct CiArgs {
     repetitions: u32,
 
     /// Repetitions on LocalStack. Its throughput gate is a ratio of two rates measured on one
-    /// 2-core machine, and one repetition's ratio ranged from 0.70 to 1.25 there: eight of each
-    /// (a second and a half apiece) make the gate's verdict the engine's, not the noise's.
+    /// machine, which one repetition alone reads with much noise (see `docs/benchmarks.md`,
+    /// "The load test's own settings"): the gate takes the whole run's rates.
     #[arg(long, default_value_t = 8)]
     localstack_repetitions: u32,
 

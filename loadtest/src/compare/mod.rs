@@ -147,9 +147,8 @@ pub(crate) struct CompareArgs {
 
     /// Receive-and-delete loops of the raw ceiling at a latency. At the SQS-like 12.7 ms a
     /// call, one loop moves at most ten messages per two calls (about 390 a second), so it
-    /// takes a hundred loops or more for the target, not the loops, to be the limit: on a
-    /// 2-core machine 64 loops reached 19,000 msg/s, 128 loops 31,000, 256 loops 28,000 and
-    /// 512 loops 25,000 (20,000 messages each).
+    /// takes a hundred loops or more for the target, not the loops, to be the limit (the
+    /// default's choice: `docs/benchmarks.md`, "The load test's own settings").
     #[arg(long, default_value_t = 128)]
     pub(crate) latency_ceiling_loops: usize,
 

@@ -93,9 +93,8 @@ pub const SNS_ACTIONS: [&str; SnsAction::ALL.len()] = {
 /// The server runs on a thread of its own, in a single-threaded tokio runtime: it does not
 /// compete with the engine's runtime for its worker threads when both are in one process,
 /// and it costs less CPU per call than on a multi-threaded runtime (no cross-thread
-/// wake-ups, allocations freed where they were made). One thread costs about 45 µs of CPU a
-/// call on a 2-core machine, loopback system calls included: some 20 000 calls a second,
-/// or on the order of 100 000 messages a second received and deleted in batches of ten.
+/// wake-ups, allocations freed where they were made). What one thread serves is in
+/// `docs/benchmarks.md` ("The load test's own settings").
 #[derive(Debug)]
 pub struct EmbeddedSqs {
     /// The endpoint URL to configure the SDK with, e.g. `http://127.0.0.1:40123`.
