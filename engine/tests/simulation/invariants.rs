@@ -19,7 +19,8 @@
 //! - in a liveness run, once the faults stop, every message ends deleted or dead-lettered in
 //!   the time allowed, and every message a consumer received was handled, unless it came
 //!   behind an earlier message of its FIFO group, or was received again later, or came while
-//!   its consumer was shutting down, or its consumer runs without the heartbeat): no stalled
+//!   its consumer was shutting down or had every worker busy until then, or its consumer runs
+//!   without the heartbeat): no stalled
 //!   engine, and no message dead-lettered unseen;
 //! - on a standard queue that delivers a message twice (a second receipt handle while the first
 //!   holds it), either handle's handler may run, and the message may be handled after the other
@@ -884,6 +885,7 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             _ => {}
         }
     }
+    let last_free = last_free_worker(run, &shutting_down);
     // Per consumer, the receipts it holds, with the message's place and group: from its
     // receive until SQS answered a settlement or return of it (an extension keeps it held; on
     // a FIFO queue the group's turn lasts until that answer).
@@ -953,7 +955,11 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
                     && !(call.delivered && call.applied.contains(receipt))
                     && call.entries.iter().any(|(r, _)| r == receipt)
             });
+            // Every worker of the consumer stayed busy from this receive until its shutdown
+            // (a handler that outlives the run): the message waited its turn, extended.
+            let workers_busy = last_free[*consumer].is_none_or(|free| free < stamped.at);
             if extension_failed
+                || workers_busy
                 || started.contains(&(*consumer, message_id, *receive_count))
                 || received_again
                     .get(message_id)
@@ -990,6 +996,54 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// Per consumer, the last moment before its shutdown signal at which one of its workers was
+/// free: a handler call (a batch handler's call for the batch API) holds a worker from its
+/// first start to its first end, and the state after every event of a moment counts.
+fn last_free_worker(run: &Run, shutting_down: &HashMap<usize, usize>) -> Vec<Option<Duration>> {
+    let consumers = &run.workload.consumers;
+    let mut running = vec![0_usize; consumers.len()];
+    let mut last_free = vec![None; consumers.len()];
+    let mut previous: Option<&Event> = None;
+    for (index, stamped) in run.events.iter().enumerate() {
+        let batches = |consumer: usize| {
+            consumers[consumer].api == Api::Batches && !consumers[consumer].broker
+        };
+        match &stamped.event {
+            Event::Started { consumer, .. } => {
+                let same_call = batches(*consumer)
+                    && matches!(previous, Some(Event::Started { consumer: c, .. }) if c == consumer);
+                if !same_call {
+                    running[*consumer] += 1;
+                }
+            }
+            Event::Ended { consumer, .. } => {
+                let same_call = batches(*consumer)
+                    && matches!(previous, Some(Event::Ended { consumer: c, .. }) if c == consumer);
+                if !same_call {
+                    running[*consumer] = running[*consumer].saturating_sub(1);
+                }
+            }
+            _ => {}
+        }
+        previous = Some(&stamped.event);
+        let moment_ends = run
+            .events
+            .get(index + 1)
+            .is_none_or(|next| next.at != stamped.at);
+        if moment_ends {
+            for (consumer, plan) in consumers.iter().enumerate() {
+                let live = shutting_down
+                    .get(&consumer)
+                    .is_none_or(|signalled| *signalled > index);
+                if live && running[consumer] < plan.workers {
+                    last_free[consumer] = Some(stamped.at);
+                }
+            }
+        }
+    }
+    last_free
 }
 
 /// Whether consumer `consumer` may have stopped with `error`: it gave up on an outage of
