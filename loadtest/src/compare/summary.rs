@@ -686,8 +686,9 @@ impl fmt::Display for Summary {
                 f,
                 "order!: fifo only (a FIFO queue, {} groups, messages interleaved across them): \
                  messages started while another of their group ran, plus messages acked after \
-                 a later one of their group, all runs; 0 keeps every group's order. The \
-                 RustStream brokers mount with keyed workers (workers(n, by_key)). The naive \
+                 a later one of their group, all runs; 0 keeps every group's order. \
+                 ruststream-sqs-sns mounts with keyed workers (workers_by_key), sqs-engine's \
+                 broker with plain ones (its groups keep their order without lanes). The naive \
                  loop and the raw ceiling sit it out (the ceiling has no handler).",
                 super::scenario::FIFO_GROUPS
             )?;

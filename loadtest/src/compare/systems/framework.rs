@@ -18,6 +18,10 @@ pub(crate) mod sqs_engine_broker {
     /// The system's name in messages.
     const SYSTEM: &str = "sqs-engine broker";
 
+    /// Whether a FIFO queue's subscription takes keyed workers: not here, since the engine hands
+    /// out a group's next message only once the one before it is settled (docs/broker.md).
+    const KEYED_ON_FIFO: bool = false;
+
     include!("service.rs");
 }
 
@@ -28,6 +32,9 @@ pub(crate) mod ruststream_sqs_sns {
 
     /// The system's name in messages.
     const SYSTEM: &str = "ruststream-sqs-sns";
+
+    /// Whether a FIFO queue's subscription takes keyed workers: yes, for its group order.
+    const KEYED_ON_FIFO: bool = true;
 
     include!("service.rs");
 }

@@ -1,9 +1,10 @@
 // The comparison's framework service, `include!`d into one module per broker after that
 // module's `use <broker>::prelude::*;` and its `SYSTEM` name (see `framework.rs`): one
-// `#[subscriber]` doing the scenario's work, `workers` deliveries at once (keyed workers,
-// `workers(n, by_key)`, on a FIFO queue), started with
-// `RustStream::start` and stopped with `RunningApp::shutdown`. The code is the same on both
-// brokers, as a service moving from one to the other would be.
+// `#[subscriber]` doing the scenario's work, `workers` deliveries at once (on a FIFO queue,
+// keyed workers, `workers_by_key(n)`, where the broker's `KEYED_ON_FIFO` says its group order
+// needs them), started with `RustStream::start` and stopped with `RunningApp::shutdown`. The
+// code is the same on both brokers but for that setting, as a service moving from one to the
+// other would be.
 // (No inner doc comment: this file is `include!`d.)
 
 use std::num::NonZeroUsize;
@@ -84,8 +85,9 @@ pub(crate) async fn run(job: &Job, config: &SdkConfig, probe: Arc<Probe>) -> Res
     let broker = SqsBroker::from_config(config.clone());
     let queue = job.queue_url.clone();
     let visibility = job.visibility_secs.map(Duration::from_secs);
-    // On a FIFO queue, keyed workers: a group's deliveries go to one lane, one at a time.
-    let keyed = job.fifo_groups.is_some();
+    // On a FIFO queue, keyed workers where the broker needs them: a group's deliveries go to
+    // one lane, one at a time.
+    let keyed = KEYED_ON_FIFO && job.fifo_groups.is_some();
     let app = RustStream::new(AppInfo::new("loadtest", env!("CARGO_PKG_VERSION"))).with_broker(
         broker,
         move |b| match (visibility, keyed) {
