@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 
-use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency};
+use crate::server::{DEFAULT_SEED, EmbeddedSqs, Latency, Overload};
 
 /// Options of `loadtest serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,6 +31,12 @@ pub(crate) struct ServeArgs {
     /// Seed of the latency draws: the same seed draws the same latencies.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     latency_seed: u64,
+
+    /// Make the server overloaded: `SLOTS,MICROS`, SQS calls served at once and the
+    /// microseconds each message on its queues adds to a call (`1,50`: one at a time, 100 ms
+    /// a call at 2,000 messages); a call whose client gave up is still applied.
+    #[arg(long, value_name = "SLOTS,MICROS")]
+    overload: Option<Overload>,
 }
 
 /// Runs `loadtest serve`: starts the server, prints its endpoint, and on Ctrl-C or SIGTERM
@@ -46,15 +52,19 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
         None => args.latency,
     };
     server.set_latency(latency, args.latency_seed);
+    server.set_overload(args.overload);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{}", server.endpoint()).context("printing the endpoint")?;
     stdout.flush().context("printing the endpoint")?;
     drop(stdout);
     eprintln!(
         "embedded SQS server listening at {} (in memory; a benchmark target, not evidence \
-         of correctness), latency {}; Ctrl-C or SIGTERM stops it",
+         of correctness), latency {}{}; Ctrl-C or SIGTERM stops it",
         server.endpoint(),
-        server.latency()
+        server.latency(),
+        args.overload
+            .map(|overload| format!(", overloaded: {overload}"))
+            .unwrap_or_default()
     );
     stopped().await;
     let calls = server.call_counts();

@@ -129,6 +129,8 @@ pub(crate) struct Sqs {
     last_request_id: AtomicU64,
     /// The latency added to every call.
     pub(crate) delays: super::latency::Delays,
+    /// The overload, if any: calls served at once, and their cost.
+    pub(crate) overload: super::overload::Gate,
 }
 
 impl Sqs {
@@ -142,6 +144,7 @@ impl Sqs {
             calls: std::array::from_fn(|_| AtomicU64::new(0)),
             last_request_id: AtomicU64::new(0),
             delays: super::latency::Delays::new(),
+            overload: super::overload::Gate::default(),
         }
     }
 
@@ -190,6 +193,16 @@ impl Sqs {
                 to_json(&self.change_message_visibility_batch(parse(name, body)?)?)
             }
         }
+    }
+
+    /// The messages on all queues: visible, in flight and delayed.
+    pub(crate) fn messages_held(&self) -> usize {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|queue| queue.messages_held())
+            .sum()
     }
 
     /// The ages at deletion of the messages the queue at `url` deleted (see

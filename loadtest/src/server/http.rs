@@ -117,7 +117,7 @@ async fn handle(
     let answered = if is_query(&request) {
         Answered::Sns(answer_query(&sns, request, request_id).await)
     } else {
-        Answered::Sqs(answer(&sqs, request).await)
+        Answered::Sqs(answer(Arc::clone(&sqs), request).await)
     };
     if !latency.is_zero() {
         // One deadline for the whole call, so that the inbound wait's rounding is not paid
@@ -183,8 +183,10 @@ async fn answer_query(
     sns.call(&Form::parse(&body), request_id)
 }
 
-/// The JSON answer to `request`, or the error to answer with.
-async fn answer(sqs: &Sqs, request: Request<Incoming>) -> Result<Vec<u8>, SqsError> {
+/// The JSON answer to `request`, or the error to answer with. On an overloaded server (see
+/// [`super::overload`]) the call waits for its turn on a task of its own, which applies it even
+/// when the client gives up on it.
+async fn answer(sqs: Arc<Sqs>, request: Request<Incoming>) -> Result<Vec<u8>, SqsError> {
     let unknown = || {
         SqsError::new(
             ErrorKind::UnknownOperation,
@@ -223,5 +225,17 @@ async fn answer(sqs: &Sqs, request: Request<Incoming>) -> Result<Vec<u8>, SqsErr
             )
         })?
         .to_bytes();
-    sqs.call(action, &body).await
+    if sqs.overload.overload().is_none() {
+        return sqs.call(action, &body).await;
+    }
+    let call = tokio::spawn(async move {
+        drop(sqs.overload.turn(|| sqs.messages_held()).await);
+        sqs.call(action, &body).await
+    });
+    match call.await {
+        Ok(answer) => answer,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Cancelled: the server's runtime is going away, and this request with it.
+        Err(_) => std::future::pending().await,
+    }
 }

@@ -38,8 +38,13 @@
 //! round trips SQS in a region has, without blocking the server: other calls proceed while
 //! one waits.
 //!
+//! Overload: [`EmbeddedSqs::set_overload`] makes it serve a fixed number of calls at once, each
+//! costing time per message it holds, and apply calls whose client gave up ([`Overload`]), so
+//! that a load test can show what the engine does to an SQS that cannot keep up.
+//!
 //! Layout: `protocol` has the wire shapes and errors, `queue` one queue's state,
-//! `actions` what each action does, `latency` the latency added to each call, and `http`
+//! `actions` what each action does, `latency` the latency added to each call, `overload` the
+//! slots and costs of an overloaded server, and `http`
 //! the HTTP server; for SNS, `query` the AWS Query protocol, `sns` the topics and their
 //! actions, and `envelope` the JSON notification of a delivery without raw delivery; `named`
 //! finds an action of either API by its name and gives its counter's index.
@@ -49,6 +54,7 @@ mod envelope;
 mod http;
 mod latency;
 mod named;
+mod overload;
 mod protocol;
 mod query;
 mod queue;
@@ -71,6 +77,7 @@ use tracing::error;
 
 use actions::Sqs;
 pub use latency::{DEFAULT_SEED, Latency};
+pub use overload::Overload;
 pub use queue::DeletedAges;
 
 use sns::{Sns, SnsAction};
@@ -191,6 +198,13 @@ impl EmbeddedSqs {
     /// arrive. Calls already waiting keep the latency they drew.
     pub fn set_latency(&self, latency: Latency, seed: u64) {
         self.sqs.delays.set(latency, seed);
+    }
+
+    /// Makes the server overloaded for calls arriving from now on (see [`Overload`]): a fixed
+    /// number of SQS calls served at once, each costing time per message the server holds, and
+    /// applied even when the client gave up on it. `None` serves every call at once again.
+    pub fn set_overload(&self, overload: Option<Overload>) {
+        self.sqs.overload.set(overload);
     }
 
     /// The latency added to every call now.

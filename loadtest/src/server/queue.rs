@@ -386,6 +386,12 @@ impl Queue {
         Ok(out)
     }
 
+    /// The messages on the queue: visible, in flight and delayed.
+    pub(crate) fn messages_held(&self) -> usize {
+        let counts = self.lock().messages.counts();
+        counts.visible + counts.in_flight + counts.delayed
+    }
+
     /// The queue's default visibility timeout and long-poll wait (in seconds).
     pub(crate) fn receive_defaults(&self) -> (Duration, i64) {
         let state = self.lock();

@@ -809,6 +809,42 @@ async fn every_call_takes_the_latency_and_calls_wait_side_by_side() {
     server.shutdown().await.expect("the server stops");
 }
 
+#[tokio::test]
+async fn an_overloaded_server_applies_a_receive_its_client_gave_up_on() {
+    let (server, client) = start().await;
+    let url = create(&client, "overloaded", &[]).await;
+    for n in 0..20 {
+        send(&client, &url, &format!("m{n}")).await;
+    }
+    // One call at a time, 20 ms a message held: 400 ms a call at 20 messages.
+    server.set_overload(Some("1,20000".parse().expect("a valid overload")));
+    let given_up = tokio::time::timeout(
+        Duration::from_millis(100),
+        receive(&client, &url, 10, 0, Some(60)),
+    )
+    .await;
+    assert!(given_up.is_err(), "the receive answered within 100 ms");
+    server.set_overload(None);
+    // The server applies it all the same: its ten messages are in flight, and nobody holds
+    // their receipts.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let counts = attributes(&client, &url).await;
+        let hidden = &counts[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible];
+        if hidden == "10" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{hidden} messages in flight 10 s after the receive its client gave up on"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(receive(&client, &url, 10, 0, None).await.len(), 10);
+    assert!(receive(&client, &url, 10, 0, None).await.is_empty());
+    server.shutdown().await.expect("the server stops");
+}
+
 /// Runs the futures side by side and answers their outputs, in order.
 async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
