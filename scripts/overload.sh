@@ -27,6 +27,8 @@ cleanup() {
 trap cleanup EXIT
 
 # One run: a fresh overloaded server, MESSAGES messages, one consume; prints "seconds calls".
+# Runs in this shell (not a subshell), so that the exit trap stops the server of a run that
+# fails.
 run() {
   local receivers=$1
   "$loadtest" serve --overload "$overload" >"$work/endpoint" 2>"$work/serve.log" &
@@ -56,7 +58,8 @@ echo "overloaded server ($overload), $messages messages"
 printf '%-10s %10s %8s\n' receivers seconds calls
 best=""
 for receivers in default $counts; do
-  read -r seconds calls < <(run "$receivers")
+  run "$receivers" >"$work/result"
+  read -r seconds calls <"$work/result"
   printf '%-10s %10s %8s\n' "$receivers" "$seconds" "$calls"
   if [ "$receivers" = default ]; then
     default=$seconds
