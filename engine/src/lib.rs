@@ -130,6 +130,7 @@ mod outcome;
 mod parked;
 mod pause;
 mod per_entry;
+mod pressure;
 mod processing_limit;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;

@@ -3,9 +3,10 @@
 
 use std::future::Future;
 
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use crate::api::{CallError, EntryFailure, EntryResult};
+use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult};
 use crate::backoff::Backoff;
 use crate::caught::caught;
 
@@ -62,6 +63,13 @@ pub(crate) trait BatchCall {
 
     /// `entries` entries go out again after a backoff.
     fn retrying(&self, _entries: usize) {}
+
+    /// Waits for the turn of a call that got no answer (which may still be queued at the
+    /// server) to be made again, when calls of this kind take turns so: the turn is held until
+    /// the next attempt's answer. `None`: no turns, the retry goes after its backoff.
+    fn retry_turn(&self) -> impl Future<Output = Option<OwnedSemaphorePermit>> + Send {
+        async { None }
+    }
 
     /// Why `entry` must not be sent at `now` (what it asks for can no longer be had), if so:
     /// it is answered with that error instead, as its call's failure. Asked before every send.
@@ -126,6 +134,8 @@ pub(crate) async fn send_per_entry<C: BatchCall>(
 ) {
     debug_assert_eq!(entries.len(), waiters.len(), "a waiter per entry");
     let mut attempt: u32 = 1;
+    // Held from a retry's turn (see BatchCall::retry_turn) to its answer.
+    let mut turn: Option<OwnedSemaphorePermit> = None;
     while !entries.is_empty() {
         let sent_at = Instant::now();
         (entries, waiters) = answer_lapsed(call, entries, waiters, attempt, sent_at);
@@ -133,10 +143,14 @@ pub(crate) async fn send_per_entry<C: BatchCall>(
             break;
         }
         let result = caught(call.call(&entries, sent_at)).await;
+        drop(turn.take());
         call.called(result.is_ok(), entries.len(), sent_at);
         let budget_left = attempt < backoff.max_attempts();
         let mut retry = Vec::new();
         let mut retry_waiters = Vec::new();
+        let no_answer = result
+            .as_ref()
+            .is_err_and(|error| error.kind == CallErrorKind::Network);
         match result {
             Ok(results) => {
                 let mut results = results.into_iter();
@@ -179,6 +193,9 @@ pub(crate) async fn send_per_entry<C: BatchCall>(
         if !retry.is_empty() {
             call.retrying(retry.len());
             tokio::time::sleep(backoff.jittered(attempt)).await;
+            if no_answer {
+                turn = call.retry_turn().await;
+            }
             attempt += 1;
         }
         entries = retry;

@@ -51,6 +51,9 @@ pub(crate) struct QueueRuntime {
     pub(crate) warned_batch_order: std::sync::atomic::AtomicBool,
     /// What the receivers say of their calls, for the engine's health view.
     pub(crate) health: Arc<HealthCells>,
+    /// The queue's calls that failed in a way a retry may mend, which the settlement counts
+    /// too.
+    pub(crate) pressure: Arc<crate::pressure::Pressure>,
     /// How fast the workers could take messages, where the engine runs the handlers.
     pub(crate) capacity: WorkerCapacity,
 }
@@ -138,6 +141,7 @@ impl QueueRuntime {
                 margin,
             )
         });
+        let pressure = Arc::new(crate::pressure::Pressure::default());
         let settler = Arc::new(Settler::new(SettlerConfig {
             name: Arc::clone(&name),
             url: url.clone(),
@@ -149,6 +153,7 @@ impl QueueRuntime {
             round_trip: Arc::clone(&round_trip),
             delete_fill: DeleteFill::for_queue(attributes.fifo, options.answers),
             health: Arc::clone(&options.health),
+            pressure: Arc::clone(&pressure),
         }));
         let runtime = Self {
             name,
@@ -165,6 +170,7 @@ impl QueueRuntime {
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,
+            pressure,
             capacity: WorkerCapacity::default(),
         };
         Ok((runtime, attributes))

@@ -66,7 +66,11 @@ pub(crate) struct ReceiverConfig {
 /// time). So an idle queue costs one long poll at a time, a busy one on a slow link gets as
 /// many receives in flight as its round trip needs, slow handlers are not fed faster than they
 /// take, and an overloaded or throttling server is left one receive retrying with backoff
-/// rather than every receive it timed out.
+/// rather than every receive it timed out. A call of any kind to the queue that fails so (a
+/// settlement call included) also makes the receivers measure their unloaded round trip again
+/// with one receive in flight, and cuts them to one until it is known: on a server that serves
+/// calls a few at a time, a round trip first measured with eight in flight was already
+/// queueing, and more receives would have looked worth it until every call timed out.
 pub(crate) struct Receivers {
     pub(crate) queue: Arc<QueueRuntime>,
     pub(crate) config: ReceiverConfig,
@@ -97,6 +101,8 @@ pub(crate) struct Receivers {
     epoch: Instant,
     /// How long a full receive takes, now and unloaded.
     round_trip: LoadedRoundTrip,
+    /// The queue's [`Pressure`](crate::pressure::Pressure) as last heeded.
+    pressure_seen: AtomicU64,
     /// How fast the messages received are handed out.
     taken: TakeRate,
     /// The cap on messages received a second, when set: each receive takes its batch first.
@@ -138,6 +144,7 @@ impl Receivers {
             finish_polls: AtomicBool::new(false),
             epoch: Instant::now(),
             round_trip: LoadedRoundTrip::default(),
+            pressure_seen: AtomicU64::new(0),
             taken: TakeRate::default(),
             rate: config
                 .max_rate
@@ -269,7 +276,9 @@ impl Receivers {
     /// - and the prefetch has room for their receives.
     ///
     /// Until the unloaded round trip is known, the receivers are the few that measure it, all
-    /// started by the first full receive (that many calls in flight do not load a server).
+    /// started by the first full receive (that many calls in flight do not load a server);
+    /// while it is measured again after a call failed against an overloaded server, none
+    /// start.
     /// After, two more a full receive, up to those worth it: the receivers at most triple a
     /// round trip, so the round trip shows what the last ones did before the next start.
     fn grow(self: &Arc<Self>, demand: Demand, out: &mpsc::Sender<Vec<Delivery>>) {
@@ -294,6 +303,22 @@ impl Receivers {
         for _ in 0..started {
             self.spawn(out.clone());
         }
+    }
+
+    /// When a call to the queue (a receive or a settlement call) failed in a way a retry may
+    /// mend since the last look: the server is overloaded or throttling, so the receivers
+    /// measure the unloaded round trip again with one receive in flight, and are cut to one
+    /// meanwhile (see [`cut_while_remeasuring`](Self::cut_while_remeasuring)).
+    fn heed_pressure(&self) {
+        if self.queue.pressure.news(&self.pressure_seen) {
+            self.round_trip.remeasure(1);
+        }
+    }
+
+    /// After a receive, while the unloaded round trip is measured again: whether this
+    /// receiver ends, being one more than the measurement wants.
+    fn cut_while_remeasuring(&self) -> bool {
+        self.round_trip.remeasuring() && self.active() > self.round_trip.light() && self.shrink()
     }
 
     /// After a partly filled or empty receive: whether this receiver ends (it is not the last).
@@ -396,6 +421,12 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     () = tokio::time::sleep(wait) => {}
                 }
             }
+        }
+        // A call to the queue failed against an overloaded server while this one waited: no
+        // receive from a receiver one more than the round trip's measurement wants.
+        set.heed_pressure();
+        if attempt.is_none() && set.cut_while_remeasuring() {
+            return;
         }
         if queue.fifo
             && attempt
@@ -544,8 +575,13 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     return;
                 }
                 // Full, and the workers keep up: perhaps one more. Full, but the workers fall
-                // behind, or not full: one fewer (not the last).
+                // behind, or not full: one fewer (not the last). Fewer too after a call to an
+                // overloaded server failed, while the round trip is measured again.
+                set.heed_pressure();
                 let demand = set.demand(own, called_at);
+                if set.cut_while_remeasuring() {
+                    return;
+                }
                 if full && !demand.outrunning(set.active()) {
                     set.grow(demand, &out);
                 } else if set.shrink() {
@@ -554,6 +590,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             }
             Err(failure) => {
                 drop(permits);
+                if failure.is_transient() {
+                    queue.pressure.mark();
+                }
+                set.heed_pressure();
                 if queue.health.receive_failed(&failure) == AfterFailure::GiveUp {
                     error!(queue = %queue.name, error = %failure, "receive failed in a way retrying cannot mend for longer than the engine's give_up_after: no more receives");
                     return;

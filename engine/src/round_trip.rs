@@ -4,7 +4,7 @@
 //! how many calls in flight the round trip is worth and whether more would only queue at the
 //! server.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A smoothed round trip, in microseconds; zero until the first sample. The first eight
@@ -46,6 +46,12 @@ impl RoundTrip {
         self.micros.store(new.max(1), Ordering::Relaxed);
     }
 
+    /// Forgets every sample.
+    fn reset(&self) {
+        self.micros.store(0, Ordering::Relaxed);
+        self.samples.store(0, Ordering::Relaxed);
+    }
+
     /// How many samples were taken in.
     fn samples(&self) -> u64 {
         self.samples.load(Ordering::Relaxed)
@@ -70,7 +76,8 @@ impl RoundTrip {
     }
 }
 
-/// Calls of a kind in flight at most for a round trip to count as unloaded.
+/// Calls of a kind in flight at most for a round trip to count as unloaded, until the server
+/// shows overload (see [`LoadedRoundTrip::remeasure`]).
 pub(crate) const LIGHT_IN_FLIGHT: usize = 8;
 /// Unloaded samples taken before the unloaded round trip is trusted: one sample of a jittery
 /// network may be a fraction of its mean, and the first calls to answer of those in flight
@@ -80,18 +87,36 @@ const LIGHT_SAMPLES: u64 = 16;
 /// The round trip of one kind of call (full receives, whose long poll SQS answers at once when
 /// it has messages; settlement batch calls), as the engine sizes the calls in flight of that
 /// kind by it, twice: smoothed over every sample (`now`), and smoothed over the samples taken
-/// while at most [`LIGHT_IN_FLIGHT`] calls of the kind were in flight (`unloaded`: the
-/// network's round trip without the queueing that many calls in flight cause at a server short
-/// of CPU).
+/// while few calls of the kind were in flight (`unloaded`: the network's round trip without
+/// the queueing that many calls in flight cause at a server short of CPU). Few is
+/// [`LIGHT_IN_FLIGHT`] at first, and the count the calls were cut to once the server showed
+/// overload (see [`remeasure`](Self::remeasure)): on a server that serves calls one at a time,
+/// eight in flight already queue.
 ///
 /// Both are means of the same kind, so a jittery network (SQS's round trips have a tail several
-/// times their median) does not look loaded: only waiting that grows with the receives in
-/// flight moves `now` away from `unloaded`. The unloaded round trip follows the network again
-/// whenever the load falls back to a few receives.
-#[derive(Debug, Default)]
+/// times their median) does not look loaded: only waiting that grows with the calls in flight
+/// moves `now` away from `unloaded`. The unloaded round trip follows the network again
+/// whenever the load falls back to a few calls.
+#[derive(Debug)]
 pub(crate) struct LoadedRoundTrip {
     now: RoundTrip,
     unloaded: RoundTrip,
+    /// The most calls in flight for a sample to count as unloaded.
+    light: AtomicUsize,
+    /// Whether the unloaded round trip is being measured again, after the server showed
+    /// overload: the calls count as queueing until it is known.
+    remeasuring: AtomicBool,
+}
+
+impl Default for LoadedRoundTrip {
+    fn default() -> Self {
+        Self {
+            now: RoundTrip::default(),
+            unloaded: RoundTrip::default(),
+            light: AtomicUsize::new(LIGHT_IN_FLIGHT),
+            remeasuring: AtomicBool::new(false),
+        }
+    }
 }
 
 impl LoadedRoundTrip {
@@ -99,9 +124,35 @@ impl LoadedRoundTrip {
     /// (this one included).
     pub(crate) fn sample(&self, took: Duration, in_flight: usize) {
         self.now.sample(took);
-        if in_flight <= LIGHT_IN_FLIGHT {
+        if in_flight <= self.light() {
             self.unloaded.sample(took);
+            if self.unloaded.samples() >= LIGHT_SAMPLES {
+                self.remeasuring.store(false, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// The server showed overload (calls of some kind timed out, were throttled or failed on
+    /// its side) while the calls in flight were measured against an unloaded round trip taken
+    /// at more than `light` in flight, or at a lighter load than now: forgets the unloaded
+    /// round trip and measures it again from the samples taken with at most `light` calls in
+    /// flight. Until it is known again, [`queueing`](Self::queueing) answers `true`, so the
+    /// calls in flight are cut to `light` and stay there meanwhile.
+    pub(crate) fn remeasure(&self, light: usize) {
+        self.light.store(light.max(1), Ordering::Relaxed);
+        self.unloaded.reset();
+        self.remeasuring.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the unloaded round trip is being measured again (see
+    /// [`remeasure`](Self::remeasure)).
+    pub(crate) fn remeasuring(&self) -> bool {
+        self.remeasuring.load(Ordering::Relaxed)
+    }
+
+    /// The most calls in flight for a sample to count as unloaded.
+    pub(crate) fn light(&self) -> usize {
+        self.light.load(Ordering::Relaxed)
     }
 
     /// The round trip now (smoothed over every sample); `None` until the first.
@@ -117,8 +168,12 @@ impl LoadedRoundTrip {
     }
 
     /// Whether the calls queue at the server: the round trip now is more than twice the
-    /// unloaded one. `false` while either is unknown.
+    /// unloaded one, or the unloaded one is being measured again after the server showed
+    /// overload. Otherwise `false` while either is unknown.
     pub(crate) fn queueing(&self) -> bool {
+        if self.remeasuring() {
+            return true;
+        }
         match (self.now.get(), self.unloaded()) {
             (Some(now), Some(unloaded)) => now > unloaded * 2,
             _ => false,
@@ -200,5 +255,37 @@ mod tests {
             Some(Duration::from_millis(5)),
             "loaded samples leave the unloaded round trip alone"
         );
+    }
+
+    #[test]
+    fn an_overloaded_server_is_measured_again_with_few_calls_in_flight() {
+        // A server that serves one call at a time, 100 ms each: eight in flight answer in
+        // 800 ms, which became the unloaded round trip; sixteen in flight are not twice that.
+        let rtt = LoadedRoundTrip::default();
+        for _ in 0..LIGHT_SAMPLES {
+            rtt.sample(Duration::from_millis(800), LIGHT_IN_FLIGHT);
+        }
+        for _ in 0..20 {
+            rtt.sample(Duration::from_millis(1_600), 16);
+        }
+        assert!(
+            !rtt.queueing(),
+            "measured at eight in flight, queueing is not seen"
+        );
+        rtt.remeasure(1);
+        assert!(rtt.queueing(), "queueing until measured again");
+        for _ in 0..LIGHT_SAMPLES - 1 {
+            rtt.sample(Duration::from_millis(100), 1);
+            rtt.sample(Duration::from_millis(400), 4);
+        }
+        assert!(rtt.remeasuring(), "one light sample short");
+        assert!(rtt.queueing());
+        rtt.sample(Duration::from_millis(100), 1);
+        assert!(!rtt.remeasuring());
+        assert_eq!(rtt.unloaded(), Some(Duration::from_millis(100)));
+        for _ in 0..20 {
+            rtt.sample(Duration::from_millis(400), 4);
+        }
+        assert!(rtt.queueing(), "four in flight are now seen to queue");
     }
 }

@@ -9,10 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::api::{
     BoxFuture, CallError, EntryFailure, EntryResult, QueueAttributes, ReceiveRequest,
     ReceivedMessage, SendEntry, SqsApi,
 };
+
+/// How long a batch call made during a brownout takes to fail: a call timeout's worth.
+const BROWNOUT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A batch call's answer.
 pub(crate) type Answer = Result<Vec<EntryResult>, CallError>;
@@ -42,6 +47,9 @@ pub(crate) struct StandIn {
     receives: Mutex<VecDeque<ReceiveAnswer>>,
     /// The `ReceiveRequestAttemptId` of each receive, in order.
     attempt_ids: Mutex<Vec<Option<String>>>,
+    /// Batch calls made from the first instant to the second get no answer: each fails as a
+    /// call timeout would, after [`BROWNOUT_TIMEOUT`].
+    brownout: Option<(Instant, Instant)>,
     /// Receives under way now, and the most there were at once.
     under_way: Arc<AtomicUsize>,
     most_under_way: Arc<AtomicUsize>,
@@ -127,6 +135,23 @@ impl StandIn {
         })
     }
 
+    /// As [`receiving_script`](Self::receiving_script), with every batch call made from
+    /// `from` to `until` after now failing as if it got no answer in time.
+    #[cfg(test)]
+    pub(crate) fn receiving_script_browning_out(
+        script: Vec<ReceiveAnswer>,
+        from: Duration,
+        until: Duration,
+    ) -> Arc<Self> {
+        let now = Instant::now();
+        Arc::new(Self {
+            record: true,
+            receives: Mutex::new(script.into()),
+            brownout: Some((now + from, now + until)),
+            ..Self::default()
+        })
+    }
+
     /// The attempt id of each receive so far.
     #[cfg(test)]
     pub(crate) fn attempt_ids(&self) -> Vec<Option<String>> {
@@ -192,6 +217,19 @@ impl StandIn {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(entries);
+        }
+        let now = Instant::now();
+        if self
+            .brownout
+            .is_some_and(|(from, until)| from <= now && now < until)
+        {
+            return Box::pin(async {
+                tokio::time::sleep(BROWNOUT_TIMEOUT).await;
+                Err(CallError::new(
+                    crate::api::CallErrorKind::Network,
+                    "no answer within the call timeout",
+                ))
+            });
         }
         let scripted = self
             .answers

@@ -469,8 +469,47 @@ async fn receives_that_time_out_leave_one_receiver_retrying() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn settlement_calls_that_time_out_cut_the_receivers_to_one_until_measured_again() {
+    // A backlog that starts eight receivers; the delete calls made from 2 s to 4 s get no
+    // answer and fail 10 s later, as against an overloaded server (meanwhile the settlement
+    // backlog holds receiving back). Once they fail, the round trip is measured again with one
+    // receive in flight (16 full receives of 50 ms) before more start.
+    let api = StandIn::receiving_script_browning_out(
+        full_receives(0, 5_000, Duration::from_millis(50)),
+        Duration::from_secs(2),
+        Duration::from_secs(4),
+    );
+    let before = most_under_way_between(&api, Duration::from_secs(1), Duration::from_secs(2));
+    let cut = most_under_way_between(
+        &api,
+        Duration::from_millis(12_300),
+        Duration::from_millis(12_700),
+    );
+    let after = most_under_way_between(&api, Duration::from_secs(16), Duration::from_secs(20));
+    run_acking(&api, 8, Duration::from_secs(20)).await;
+    assert_eq!(
+        before.await.expect("watcher"),
+        8,
+        "the backlog started eight"
+    );
+    assert_eq!(
+        cut.await.expect("watcher"),
+        1,
+        "one receive at a time once the settlement calls timed out"
+    );
+    assert_eq!(
+        after.await.expect("watcher"),
+        8,
+        "grown back once the round trip was measured again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn full_receives_after_a_throttling_burst_start_the_receivers_again() {
-    // A backlog, a burst of throttling that ends all receivers but one, then a backlog again.
+    // A backlog, a burst of eight throttled receives, then a backlog again. The first throttled
+    // answer cuts the receivers to one, which meets the rest of the burst retrying with backoff
+    // (well under 13 s for seven retries), measures the round trip again (16 full receives of
+    // 50 ms) and grows back.
     let mut script = full_receives(0, 40, Duration::from_millis(50));
     script.extend((0..8).map(|_| {
         (
@@ -478,10 +517,16 @@ async fn full_receives_after_a_throttling_burst_start_the_receivers_again() {
             Err(CallError::new(CallErrorKind::Throttled, "slow down")),
         )
     }));
-    script.extend(full_receives(400, 400, Duration::from_millis(50)));
+    script.extend(full_receives(400, 4_000, Duration::from_millis(50)));
     let api = StandIn::receiving_script(script);
-    let after = most_under_way_between(&api, Duration::from_secs(3), Duration::from_secs(6));
-    run_acking(&api, 8, Duration::from_secs(6)).await;
+    let during = most_under_way_between(&api, Duration::from_millis(500), Duration::from_secs(2));
+    let after = most_under_way_between(&api, Duration::from_secs(20), Duration::from_secs(24));
+    run_acking(&api, 8, Duration::from_secs(24)).await;
+    assert_eq!(
+        during.await.expect("watcher"),
+        1,
+        "one receive retrying through the burst"
+    );
     assert_eq!(
         after.await.expect("watcher"),
         8,

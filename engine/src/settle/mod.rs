@@ -311,6 +311,11 @@ impl BatchCall for SettleCall<'_> {
     fn call_failed(&self, error: &CallError, attempt: u32, again: bool, entries: usize) {
         // Giving up stops the receivers; the settlements still go out.
         self.settler.health.call_failed(self.call, error);
+        if error.is_transient() {
+            // An overloaded or throttling server: fewer receives in flight until their round
+            // trip is measured again.
+            self.settler.pressure.mark();
+        }
         let (queue, action) = (&self.settler.name, self.action.as_str());
         if again {
             warn!(queue = %queue, action, attempt, error = %error, "batch call failed; retrying");
@@ -321,6 +326,14 @@ impl BatchCall for SettleCall<'_> {
 
     fn retrying(&self, entries: usize) {
         self.settler.metrics.entries_retried(self.lane, entries);
+    }
+
+    /// One at a time per queue: against an overloaded server, every call that timed out
+    /// retried at once would queue behind the calls it abandoned, time out again, and keep
+    /// the server busy with work no one waits for.
+    fn retry_turn(&self) -> impl Future<Output = Option<OwnedSemaphorePermit>> + Send {
+        let turns = Arc::clone(&self.settler.retry_turns);
+        async move { turns.acquire_owned().await.ok() }
     }
 
     /// An extension whose message's 12-hour window has ended by the time it would go out (a

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::Instant;
 
 use super::coalescer::CoalescerConfig;
@@ -17,6 +17,7 @@ use crate::error::SettleError;
 use crate::health::HealthCells;
 use crate::metrics::QueueMetrics;
 use crate::outcome::Outcome;
+use crate::pressure::Pressure;
 use crate::round_trip::{LoadedRoundTrip, RoundTrip};
 
 /// Called with a settlement's answer (`true`: SQS applied it, and for a delete, answered
@@ -67,6 +68,12 @@ pub(crate) struct Settler {
     /// Told how the batch calls fare: one failing in a way retrying cannot mend makes the
     /// engine unhealthy, and in time makes it give up.
     pub(super) health: Arc<HealthCells>,
+    /// Where a batch call that failed in a way a retry may mend is counted, for the
+    /// receivers to see.
+    pub(super) pressure: Arc<Pressure>,
+    /// The one turn a batch call that got no answer takes to be made again (see
+    /// [`BatchCall::retry_turn`](crate::per_entry::BatchCall::retry_turn)).
+    pub(super) retry_turns: Arc<Semaphore>,
     /// What keeps the settlement open: the last hold released drains it.
     pub(crate) holds: Arc<hold::Holds>,
 }
@@ -87,6 +94,8 @@ pub(crate) struct SettlerConfig {
     pub(crate) delete_fill: DeleteFill,
     /// The engine's health, which the batch calls feed.
     pub(crate) health: Arc<HealthCells>,
+    /// Shared with the queue's receivers.
+    pub(crate) pressure: Arc<Pressure>,
 }
 
 impl Settler {
@@ -108,6 +117,8 @@ impl Settler {
             wake: Notify::new(),
             shrunk: Notify::new(),
             health: config.health,
+            pressure: config.pressure,
+            retry_turns: Arc::new(Semaphore::new(1)),
             holds: Arc::default(),
         }
     }

@@ -419,3 +419,34 @@ async fn a_delete_answered_after_the_deadline_is_unconfirmed_and_says_how_late()
     assert!(answers[1].is_ok(), "{:?}", answers[1]);
     assert_eq!(queue.metrics_stats().late_settlements, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn calls_that_got_no_answer_are_made_again_one_at_a_time() {
+    // Every call made in the first 25 s gets no answer and fails 10 s later, as against an
+    // overloaded server that still works through the calls its clients gave up on.
+    let api =
+        StandIn::receiving_script_browning_out(Vec::new(), Duration::ZERO, Duration::from_secs(25));
+    let queue = queue(Arc::clone(&api)).await;
+    let watched = Arc::clone(&api);
+    let during = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(24)).await;
+        watched.calls().len()
+    });
+    let requests = (0..40)
+        .map(|i| request(&format!("r{i}"), Outcome::Ack))
+        .collect();
+    let answers = settle_all(&queue, requests).await;
+    // Four calls of ten at first; their retries take turns, each turn one call timing out.
+    assert_eq!(
+        during.await.expect("watcher"),
+        4 + 2,
+        "calls made while the server gave no answer"
+    );
+    // Applied past the messages' 30 s visibility, so unconfirmed; none given up.
+    assert!(
+        answers
+            .iter()
+            .all(|a| matches!(a, Err(SettleError::Unconfirmed { .. }))),
+        "{answers:?}"
+    );
+}
