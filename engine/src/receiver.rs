@@ -70,7 +70,12 @@ pub(crate) struct ReceiverConfig {
 /// settlement call included) also makes the receivers measure their unloaded round trip again
 /// with one receive in flight, and cuts them to one until it is known: on a server that serves
 /// calls a few at a time, a round trip first measured with eight in flight was already
-/// queueing, and more receives would have looked worth it until every call timed out.
+/// queueing, and more receives would have looked worth it until every call timed out. So does
+/// a full receive whose round trip now is more than four times the unloaded one: the server
+/// answers ever slower. Measured with one receive in flight, a slower network (the same round
+/// trip whatever the receives in flight) becomes the unloaded round trip and the receivers
+/// grow back; a loaded server answers one receive fast again, and they grow only as far as
+/// its round trip stays within twice that.
 pub(crate) struct Receivers {
     pub(crate) queue: Arc<QueueRuntime>,
     pub(crate) config: ReceiverConfig,
@@ -575,9 +580,13 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     return;
                 }
                 // Full, and the workers keep up: perhaps one more. Full, but the workers fall
-                // behind, or not full: one fewer (not the last). Fewer too after a call to an
-                // overloaded server failed, while the round trip is measured again.
+                // behind, or not full: one fewer (not the last). Cut to one while the round
+                // trip is measured again: after a call to an overloaded server failed, or once
+                // the receives answer far slower than their unloaded round trip.
                 set.heed_pressure();
+                if full && set.round_trip.overloaded() {
+                    set.round_trip.remeasure(1);
+                }
                 let demand = set.demand(own, called_at);
                 if set.cut_while_remeasuring() {
                     return;

@@ -167,6 +167,17 @@ impl LoadedRoundTrip {
             .flatten()
     }
 
+    /// Whether the calls answer so much slower than unloaded that the unloaded round trip is
+    /// worth measuring again (see [`remeasure`](Self::remeasure)): the round trip now is more
+    /// than four times the unloaded one. `false` while either is unknown, and while the
+    /// unloaded one is being measured again.
+    pub(crate) fn overloaded(&self) -> bool {
+        match (self.now.get(), self.unloaded()) {
+            (Some(now), Some(unloaded)) => now > unloaded * 4,
+            _ => false,
+        }
+    }
+
     /// Whether the calls queue at the server: the round trip now is more than twice the
     /// unloaded one, or the unloaded one is being measured again after the server showed
     /// overload. Otherwise `false` while either is unknown.
@@ -287,5 +298,16 @@ mod tests {
             rtt.sample(Duration::from_millis(400), 4);
         }
         assert!(rtt.queueing(), "four in flight are now seen to queue");
+        assert!(
+            !rtt.overloaded(),
+            "four times the unloaded round trip is not past four"
+        );
+        for _ in 0..40 {
+            rtt.sample(Duration::from_millis(800), 8);
+        }
+        assert!(
+            rtt.overloaded(),
+            "eight in flight: eight times the unloaded round trip"
+        );
     }
 }

@@ -371,14 +371,39 @@ async fn receivers_bring_twice_what_the_workers_take() {
 #[tokio::test(start_paused = true)]
 async fn receives_that_queue_at_the_server_start_no_more_receivers() {
     // 5 ms for the first 20 receives (the few receivers that measure the unloaded round
-    // trip take 16), then 40 ms: the server queues them (short of CPU, say), and more in
-    // flight would only wait longer. 40 ms alone would be worth 128 receivers.
+    // trip take 16), then 19 ms: the server queues them (short of CPU, say), and more in
+    // flight would only wait longer. 19 ms alone would be worth 114 receivers. (Past four
+    // times the unloaded round trip, it is measured again: see the test below.)
     let mut script = full_receives(0, 20, Duration::from_millis(5));
-    script.extend(full_receives(200, 600, Duration::from_millis(40)));
+    script.extend(full_receives(200, 600, Duration::from_millis(19)));
     let api = StandIn::receiving_script(script);
     run_acking(&api, 128, Duration::from_secs(3)).await;
+    // The smoothed round trip passes twice the unloaded one a few full receives after the
+    // change, and each of those may have started two more.
     let most = api.most_receives_under_way();
-    assert!(most <= 20, "{most} receives in flight at once");
+    assert!(most <= 30, "{most} receives in flight at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn receives_that_answer_ever_slower_are_measured_again_with_one_in_flight() {
+    // 5 ms for the first 20 receives, then 40 ms: eight times the unloaded round trip, as a
+    // server falling behind would answer. The receivers are cut to one while it is measured
+    // again (16 full receives: 640 ms); here 40 ms is the same whatever the receives in
+    // flight, as a slower network would be, so they grow back once it is known.
+    let mut script = full_receives(0, 20, Duration::from_millis(5));
+    script.extend(full_receives(200, 5_000, Duration::from_millis(40)));
+    let api = StandIn::receiving_script(script);
+    let remeasuring =
+        most_under_way_between(&api, Duration::from_millis(200), Duration::from_millis(600));
+    let after = most_under_way_between(&api, Duration::from_secs(2), Duration::from_secs(3));
+    run_acking(&api, 128, Duration::from_secs(3)).await;
+    assert_eq!(
+        remeasuring.await.expect("watcher"),
+        1,
+        "one receive in flight while the round trip is measured again"
+    );
+    let after = after.await.expect("watcher");
+    assert!(after >= 8, "{after} receives in flight once measured again");
 }
 
 #[tokio::test(start_paused = true)]
