@@ -1,3 +1,4 @@
+use super::sizing::MIN_USEFUL_RECEIVERS;
 use super::*;
 use crate::Engine;
 use crate::api::CallError;
