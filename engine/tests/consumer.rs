@@ -16,15 +16,19 @@ async fn next(consumer: &mut Consumer, what: &str) -> Delivery {
         .expect("still receiving")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_settlement_answers_once_sqs_applied_it() {
-    let client = client().await;
-    let name = unique("consumer");
-    let url = create_queue(&client, &name, 30).await;
-    let bodies: Vec<String> = (0..3).map(|i| format!("m{i}")).collect();
-    send(&client, &url, &bodies).await;
-
-    let mut consumer = builder(&name)
+/// A queue named after `prefix` holding `count` messages `m0`, `m1`, ... (visibility timeout
+/// `visibility_secs`), and a consumer of it with one receiver: its name, URL and consumer.
+async fn queue_and_consumer(
+    client: &aws_sdk_sqs::Client,
+    prefix: &str,
+    count: usize,
+    visibility_secs: u32,
+) -> (String, String, Consumer) {
+    let name = unique(prefix);
+    let url = create_queue(client, &name, visibility_secs).await;
+    let bodies: Vec<String> = (0..count).map(|i| format!("m{i}")).collect();
+    send(client, &url, &bodies).await;
+    let consumer = builder(&name)
         .await
         .receivers(1)
         .build()
@@ -32,6 +36,13 @@ async fn each_settlement_answers_once_sqs_applied_it() {
         .consumer()
         .await
         .expect("opens");
+    (name, url, consumer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_settlement_answers_once_sqs_applied_it() {
+    let client = client().await;
+    let (_, url, mut consumer) = queue_and_consumer(&client, "consumer", 3, 30).await;
     let control = consumer.handle();
     let mut deliveries = Vec::new();
     while deliveries.len() < 3 {
@@ -69,19 +80,7 @@ async fn each_settlement_answers_once_sqs_applied_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_consumer_returns_what_it_had_not_handed_out() {
     let client = client().await;
-    let name = unique("consumer-drop");
-    let url = create_queue(&client, &name, 60).await;
-    let bodies: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
-    send(&client, &url, &bodies).await;
-
-    let mut consumer = builder(&name)
-        .await
-        .receivers(1)
-        .build()
-        .expect("valid settings")
-        .consumer()
-        .await
-        .expect("opens");
+    let (_, url, mut consumer) = queue_and_consumer(&client, "consumer-drop", 10, 60).await;
     let control = consumer.handle();
     let first = next(&mut consumer, "a delivery").await;
     eventually(

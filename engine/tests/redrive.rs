@@ -13,14 +13,7 @@ use support::*;
 const RECHECK: Duration = Duration::from_secs(1);
 
 async fn dead_letter_bodies(client: &aws_sdk_sqs::Client, name: &str) -> Vec<String> {
-    let url = client
-        .get_queue_url()
-        .queue_name(name)
-        .send()
-        .await
-        .expect("the dead-letter queue exists")
-        .queue_url
-        .expect("a URL");
+    let url = queue_url(client, name).await;
     let mut bodies = Vec::new();
     for _ in 0..3 {
         bodies.extend(
@@ -31,6 +24,20 @@ async fn dead_letter_bodies(client: &aws_sdk_sqs::Client, name: &str) -> Vec<Str
         );
     }
     bodies
+}
+
+/// The URL of `queue` once the engine whose stats are `stats` has opened it (and written its
+/// redrive policy).
+async fn opened(
+    client: &aws_sdk_sqs::Client,
+    stats: &sqs_engine::StatsHandle,
+    queue: &str,
+) -> String {
+    eventually(Duration::from_secs(10), "the queue opened", || {
+        stats.snapshot().set_queue_attributes.ok == 1
+    })
+    .await;
+    queue_url(client, queue).await
 }
 
 /// The seed's invoice: a handler that always asks to come back later, under
@@ -56,18 +63,7 @@ async fn an_invoice_that_is_never_ready_is_received_three_times_then_dead_letter
         async { Outcome::RetryAfter(RECHECK) }
     });
     // The queue exists once the engine has opened it.
-    eventually(Duration::from_secs(10), "the queue opened", || {
-        stats.snapshot().set_queue_attributes.ok == 1
-    })
-    .await;
-    let url = client
-        .get_queue_url()
-        .queue_name(&queue)
-        .send()
-        .await
-        .expect("created")
-        .queue_url
-        .expect("a URL");
+    let url = opened(&client, &stats, &queue).await;
     let policy = attribute(&client, &url, QueueAttributeName::RedrivePolicy).await;
     assert!(policy.contains(&dead), "{policy}");
     assert!(policy.contains('3'), "{policy}");
@@ -111,18 +107,7 @@ async fn a_drop_at_the_cap_returns_the_message_for_the_dead_letter_queue() {
             _ => Outcome::Drop,
         }
     });
-    eventually(Duration::from_secs(10), "the queue opened", || {
-        stats.snapshot().set_queue_attributes.ok == 1
-    })
-    .await;
-    let url = client
-        .get_queue_url()
-        .queue_name(&queue)
-        .send()
-        .await
-        .expect("created")
-        .queue_url
-        .expect("a URL");
+    let url = opened(&client, &stats, &queue).await;
     send(&client, &url, &["early".to_owned(), "capped".to_owned()]).await;
     eventually(Duration::from_secs(20), "both dropped", || {
         stats.snapshot().dropped.ok == 2

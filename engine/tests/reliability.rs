@@ -147,53 +147,9 @@ fn recording_handler(ledger: &Arc<Ledger>, work: Duration) -> impl sqs_engine::H
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-/// The warnings logged by every test of this binary, in memory.
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<u8>>>);
-
-impl Warnings {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("the warnings lock")).into_owned()
-    }
-}
-
-impl std::io::Write for Warnings {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .expect("the warnings lock")
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Warnings {
-    type Writer = Warnings;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 /// Collects every warning logged from now on (installed once for the whole binary).
-fn warnings() -> Warnings {
-    static WARNINGS: std::sync::OnceLock<Warnings> = std::sync::OnceLock::new();
-    WARNINGS
-        .get_or_init(|| {
-            let warnings = Warnings::default();
-            tracing_subscriber::fmt()
-                .with_max_level(tracing::Level::WARN)
-                .with_ansi(false)
-                .with_writer(warnings.clone())
-                .try_init()
-                .expect("the only subscriber of this test binary");
-            warnings
-        })
-        .clone()
+fn warnings() -> LogCapture {
+    LogCapture::install(tracing::Level::WARN, log_capture::FmtSpan::NONE).clone()
 }
 
 /// A fresh queue with `messages` messages on it; returns its name, URL and the message ids.

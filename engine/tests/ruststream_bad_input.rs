@@ -11,8 +11,7 @@ use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::future::{Future, ready};
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
@@ -24,7 +23,6 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use ruststream::testing::{Outcome, TestApp};
 use serde::Deserialize;
 use sqs_engine::prelude::*;
-use tracing_subscriber::fmt::MakeWriter;
 
 /// How long the harness waits for a live reaction, and the test for the deliveries.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -77,6 +75,11 @@ impl Handle<Order> for Record {
     }
 }
 
+/// The process-wide subscriber of this test binary, at INFO, written into memory.
+fn capture() -> &'static support::LogCapture {
+    support::LogCapture::install(tracing::Level::INFO, support::log_capture::FmtSpan::NONE)
+}
+
 fn app(queue: &str, seen: Seen) -> impl App {
     let broker = SqsBroker::new()
         .endpoint(support::endpoint())
@@ -91,53 +94,6 @@ fn app(queue: &str, seen: Seen) -> impl App {
                 .build()
                 .map_source(move |_| SqsQueue::new(name).wait(Duration::from_secs(1))),
         );
-    })
-}
-
-/// Everything the tracing subscriber writes, in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
-    }
-}
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-/// The process-wide subscriber of this test binary, at INFO, written into memory.
-fn capture() -> &'static Capture {
-    static CAPTURE: OnceLock<Capture> = OnceLock::new();
-    CAPTURE.get_or_init(|| {
-        let capture = Capture::default();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .with_writer(capture.clone())
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        capture
     })
 }
 

@@ -428,14 +428,7 @@ async fn mount_site_steps_set_the_subscription() {
         .await
         .expect("the app starts on a queue it creates");
     let client = support::client().await;
-    let url = client
-        .get_queue_url()
-        .queue_name(sqs_engine::ruststream::queue_name(&name))
-        .send()
-        .await
-        .expect("the subscription created the queue")
-        .queue_url
-        .expect("a URL");
+    let url = support::queue_url(&client, &sqs_engine::ruststream::queue_name(&name)).await;
     support::send(&client, &url, &["held".to_owned()]).await;
     support::eventually(Duration::from_secs(20), "a second receive", || {
         HELD.lock().unwrap_or_else(PoisonError::into_inner).len() >= 2

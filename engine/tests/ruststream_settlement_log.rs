@@ -3,7 +3,6 @@
 //! (logged with the message id). On the in-process SQS, on tokio's paused clock; a test binary
 //! of its own, so that its subscriber is the process's only one.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -14,44 +13,16 @@ use sqs_engine::{
     AttributeValue, BoxFuture, CallError, EntryFailure, EntryResult, MessageAttribute, SendEntry,
     SqsDecorator,
 };
-
-/// Collects what the subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use sqs_engine_test_support::LogCapture;
+use sqs_engine_test_support::log_capture::FmtSpan;
 
 /// The process's subscriber, at INFO and above, announcing each span as it opens.
-fn captured() -> &'static Captured {
-    static CAPTURED: OnceLock<Captured> = OnceLock::new();
-    CAPTURED.get_or_init(|| {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_max_level(tracing::Level::INFO)
-            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
-            .with_ansi(false)
-            .init();
-        captured
-    })
+fn captured() -> &'static LogCapture {
+    LogCapture::install(tracing::Level::INFO, FmtSpan::NEW)
 }
 
 fn text() -> String {
-    String::from_utf8_lossy(&captured().0.lock().unwrap_or_else(PoisonError::into_inner))
-        .into_owned()
+    captured().text()
 }
 
 /// The in-process SQS, refusing every delete as SQS refuses a stale receipt handle.

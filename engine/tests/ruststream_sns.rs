@@ -270,14 +270,7 @@ async fn live_a_topic_publish_reaches_each_subscribed_queue_as_a_direct_publish_
 
     // The billing queue's policy lets this topic, and only this topic, deliver.
     let client = support::client().await;
-    let url = client
-        .get_queue_url()
-        .queue_name(&billing)
-        .send()
-        .await
-        .expect("url")
-        .queue_url
-        .expect("a URL");
+    let url = support::queue_url(&client, &billing).await;
     let policy = client
         .get_queue_attributes()
         .queue_url(&url)

@@ -3,8 +3,6 @@
 
 use sqs_engine_test_support as support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -12,63 +10,18 @@ use aws_credential_types::Credentials;
 use sqs_engine::{Engine, Message, Outcome};
 use support::proxy::{Fault, Proxy};
 use support::*;
-use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::fmt::format::FmtSpan;
+
+/// The process-wide subscriber of this test binary: every event and span of every target at
+/// TRACE (`log` records too), written into memory.
+fn capture() -> &'static LogCapture {
+    LogCapture::install(tracing::Level::TRACE, log_capture::FmtSpan::FULL)
+}
 
 /// A secret access key no log line could contain by chance. LocalStack accepts any.
 const SECRET_ACCESS_KEY: &str = "sEcReT/oF+tHe+SeCuRiTy+TeSt/q7Xv2Lw9Rk4Zp1Nd8Hs3Jc6Tb5Mf0Ya";
 /// A session token, as temporary credentials carry: a credential too.
 const SESSION_TOKEN: &str = "SeSsIoNtOkEnOfTheSecurityTest/Fw6Qy1Ue8Ko3Bm9Vx4Gi7Pr2Ln5Ct0Hz";
 const ACCESS_KEY_ID: &str = "AKIASECURITYTEST0001";
-
-/// Everything the subscriber writes, in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("the capture lock")).into_owned()
-    }
-}
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .expect("the capture lock")
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-/// The process-wide subscriber of this test binary: every event and span of every target at
-/// TRACE (`log` records too), written into memory.
-fn capture() -> &'static Capture {
-    static CAPTURE: OnceLock<Capture> = OnceLock::new();
-    CAPTURE.get_or_init(|| {
-        let capture = Capture::default();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_span_events(FmtSpan::FULL)
-            .with_ansi(false)
-            .with_writer(capture.clone())
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        capture
-    })
-}
 
 async fn secret_sdk_config(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())

@@ -38,6 +38,119 @@ pub struct ConsumerArgs {
     pub wait_secs: u64,
 }
 
+/// A queue of a scenario's own on the test endpoint, filled with its messages, from which
+/// the scenario's consumers take their settings.
+pub struct FilledQueue {
+    /// The SQS endpoint.
+    pub endpoint: String,
+    /// A client of it.
+    pub client: aws_sdk_sqs::Client,
+    /// The queue's name.
+    pub name: String,
+    /// The queue's URL.
+    pub url: String,
+    /// The ids of the messages sent, in order.
+    pub sent: Vec<String>,
+}
+
+impl FilledQueue {
+    /// Creates a queue named after `prefix` (visibility timeout 30 s) and sends it `messages`
+    /// bodies `{prefix}-0`, `{prefix}-1`, ..., over `lanes` batch calls at once.
+    ///
+    /// # Panics
+    ///
+    /// When the endpoint refuses the queue or a send.
+    pub async fn new(prefix: &str, messages: usize, lanes: usize) -> Self {
+        let endpoint = sqs_engine_test_support::endpoint();
+        let client = sqs_engine_test_support::client_at(&endpoint).await;
+        let name = sqs_engine_test_support::unique(prefix);
+        let url = sqs_engine_test_support::create_queue(&client, &name, 30).await;
+        let bodies: Vec<String> = (0..messages).map(|i| format!("{prefix}-{i}")).collect();
+        let sent = sqs_engine_test_support::send_ids(&client, &url, &bodies, lanes).await;
+        Self {
+            endpoint,
+            client,
+            name,
+            url,
+            sent,
+        }
+    }
+
+    /// The settings of a consumer of this queue writing its ledger to `ledger` under
+    /// `dir`: 16 workers, 4 receivers, a prefetch of 40, 5 ms handlers, visibility 30 s, 10 s
+    /// for running handlers at shutdown, 1 s long polls. Change what a scenario needs.
+    pub fn consumer(&self, dir: &Path, ledger: &str) -> ConsumerArgs {
+        ConsumerArgs {
+            endpoint: self.endpoint.clone(),
+            queue: self.name.clone(),
+            ledger: dir.join(format!("{}-{ledger}.ledger", self.name)),
+            workers: 16,
+            receivers: 4,
+            prefetch: 40,
+            handler_ms: 5,
+            visibility_secs: 30,
+            shutdown_timeout_secs: 10,
+            wait_secs: 1,
+        }
+    }
+
+    /// Runs a second consumer (the settings `first` ran with, another ledger under `dir`,
+    /// from `binary`) until every message sent is processed and the queue is empty (at most a
+    /// minute), then stops it with SIGTERM and waits up to `exit_limit` for it to exit.
+    ///
+    /// # Errors
+    ///
+    /// When the second consumer cannot be started, signalled or waited for. Not finishing
+    /// within the minute is in [`SecondRun::finished`].
+    pub async fn finish_with_second(
+        &self,
+        binary: &Path,
+        dir: &Path,
+        first: &ConsumerArgs,
+        exit_limit: Duration,
+    ) -> anyhow::Result<SecondRun> {
+        let args = ConsumerArgs {
+            ledger: self.consumer(dir, "second").ledger,
+            ..first.clone()
+        };
+        let mut second = ConsumerProcess::spawn(binary, &args)?;
+        let finished = wait_until_all_processed(
+            &self.client,
+            &self.url,
+            &self.sent,
+            &[&first.ledger, &args.ledger],
+            Duration::from_secs(60),
+        )
+        .await
+        .map(drop);
+        let done = Instant::now();
+        second.sigterm()?;
+        let (exit, _) = second.wait_exit(exit_limit)?;
+        Ok(SecondRun {
+            finished,
+            done,
+            exit,
+            last: second.final_status(),
+            ledger: args.ledger,
+        })
+    }
+}
+
+/// What the second consumer of [`FilledQueue::finish_with_second`] did.
+pub struct SecondRun {
+    /// Whether every message was processed and the queue emptied within the minute (an
+    /// error saying how far it got when not).
+    pub finished: anyhow::Result<()>,
+    /// When that was seen (or the minute ran out).
+    pub done: Instant,
+    /// How the second consumer exited.
+    pub exit: ExitStatus,
+    /// Its last status line.
+    pub last: Option<Status>,
+    /// Its ledger.
+    pub ledger: PathBuf,
+}
+
 impl ConsumerArgs {
     /// The command-line arguments.
     pub fn to_args(&self) -> Vec<String> {

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess};
+use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, FilledQueue};
 use sqs_engine_reliability::memory::mib;
 use sqs_engine_reliability::report::{self, Row};
 use sqs_engine_test_support as sqs;
@@ -22,27 +22,16 @@ const RUN: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_held_never_exceed_workers_plus_prefetch() -> anyhow::Result<()> {
-    let endpoint = sqs::endpoint();
-    let client = sqs::client_at(&endpoint).await;
-    let name = sqs::unique("rel-memory");
-    let url = sqs::create_queue(&client, &name, 30).await;
     let fill_started = Instant::now();
-    let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("memory-{i}")).collect();
-    let sent = sqs::send_ids(&client, &url, &bodies, 16).await;
+    let queue = FilledQueue::new("rel-memory", MESSAGES, 16).await;
     let fill = fill_started.elapsed();
-
+    let (client, url, sent) = (&queue.client, &queue.url, &queue.sent);
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let args = ConsumerArgs {
-        endpoint: endpoint.clone(),
-        queue: name.clone(),
-        ledger: dir.join(format!("{name}.ledger")),
         workers: WORKERS,
-        receivers: 4,
         prefetch: PREFETCH,
         handler_ms: 200,
-        visibility_secs: 30,
-        shutdown_timeout_secs: 10,
-        wait_secs: 1,
+        ..queue.consumer(dir, "run")
     };
     let mut consumer = ConsumerProcess::spawn(BINARY.as_ref(), &args)?;
     consumer.wait_for(
@@ -65,8 +54,8 @@ async fn messages_held_never_exceed_workers_plus_prefetch() -> anyhow::Result<()
     let rss_first = statuses.first().map_or(0, |s| s.rss_kib);
 
     let processed = ledger::read(&args.ledger)?;
-    let tally = Tally::of(&sent, &processed);
-    let (visible, invisible) = sqs::counts(&client, &url).await;
+    let tally = Tally::of(sent, &processed);
+    let (visible, invisible) = sqs::counts(client, url).await;
     let left = visible + invisible;
     // Lost: sent, not processed, and no longer on the queue.
     let lost = (MESSAGES as u64)
@@ -92,7 +81,7 @@ async fn messages_held_never_exceed_workers_plus_prefetch() -> anyhow::Result<()
             mib(peak_rss),
         ),
     }]);
-    sqs::delete_queue(&client, &url).await;
+    sqs::delete_queue(client, url).await;
 
     anyhow::ensure!(exit.success(), "the consumer exited with {exit}");
     anyhow::ensure!(

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, wait_until_all_processed};
+use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, FilledQueue};
 use sqs_engine_reliability::report::{self, Row};
 use sqs_engine_test_support as sqs;
 use sqs_engine_test_support::ledger::{self, Tally};
@@ -25,25 +25,14 @@ const PREFETCH: usize = 40;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_midrun_loses_nothing_and_duplicates_only_what_was_held() -> anyhow::Result<()> {
-    let endpoint = sqs::endpoint();
-    let client = sqs::client_at(&endpoint).await;
-    let name = sqs::unique("rel-kill9");
-    let url = sqs::create_queue(&client, &name, 30).await;
-    let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("kill9-{i}")).collect();
-    let sent = sqs::send_ids(&client, &url, &bodies, 8).await;
-
+    let queue = FilledQueue::new("rel-kill9", MESSAGES, 8).await;
+    let (client, url, sent) = (&queue.client, &queue.url, &queue.sent);
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let args = ConsumerArgs {
-        endpoint: endpoint.clone(),
-        queue: name.clone(),
-        ledger: dir.join(format!("{name}-first.ledger")),
         workers: WORKERS,
-        receivers: 4,
         prefetch: PREFETCH,
-        handler_ms: 5,
         visibility_secs: VISIBILITY_SECS,
-        shutdown_timeout_secs: 10,
-        wait_secs: 1,
+        ..queue.consumer(dir, "first")
     };
 
     let mut first = ConsumerProcess::spawn(BINARY.as_ref(), &args)?;
@@ -60,30 +49,18 @@ async fn kill9_midrun_loses_nothing_and_duplicates_only_what_was_held() -> anyho
     first.kill9()?;
     let killed = Instant::now();
     let first_ledger = ledger::read(&args.ledger)?;
-    let first_tally = Tally::of(&sent, &first_ledger);
-    let (visible, invisible) = sqs::counts(&client, &url).await;
+    let first_tally = Tally::of(sent, &first_ledger);
+    let (visible, invisible) = sqs::counts(client, url).await;
 
-    let second_args = ConsumerArgs {
-        ledger: dir.join(format!("{name}-second.ledger")),
-        ..args.clone()
-    };
-    let mut second = ConsumerProcess::spawn(BINARY.as_ref(), &second_args)?;
-    let finished = wait_until_all_processed(
-        &client,
-        &url,
-        &sent,
-        &[&args.ledger, &second_args.ledger],
-        Duration::from_secs(60),
-    )
-    .await;
-    let recovery = killed.elapsed();
-    second.sigterm()?;
-    let (second_exit, _) = second.wait_exit(Duration::from_secs(30))?;
-    let second_last = second.final_status();
+    let second = queue
+        .finish_with_second(BINARY.as_ref(), dir, &args, Duration::from_secs(30))
+        .await?;
+    let recovery = second.done.duration_since(killed);
+    let (finished, second_exit, second_last) = (second.finished, second.exit, second.last);
 
     let mut all = first_ledger;
-    ledger::merge(&mut all, &ledger::read(&second_args.ledger)?);
-    let tally = Tally::of(&sent, &all);
+    ledger::merge(&mut all, &ledger::read(&second.ledger)?);
+    let tally = Tally::of(sent, &all);
     let held_bound = (WORKERS + PREFETCH) as u64;
     let observed_bound = before_kill.in_flight + before_kill.settlements_pending;
     let calls_retried =
@@ -107,7 +84,7 @@ async fn kill9_midrun_loses_nothing_and_duplicates_only_what_was_held() -> anyho
             before_kill.settlements_pending,
         ),
     }]);
-    sqs::delete_queue(&client, &url).await;
+    sqs::delete_queue(client, url).await;
 
     finished?;
     anyhow::ensure!(

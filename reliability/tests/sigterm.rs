@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, wait_until_all_processed};
+use sqs_engine_reliability::harness::{ConsumerArgs, ConsumerProcess, FilledQueue};
 use sqs_engine_reliability::report::{self, Row};
 use sqs_engine_test_support as sqs;
 use sqs_engine_test_support::ledger::{self, Tally};
@@ -19,25 +19,12 @@ const SHUTDOWN_TIMEOUT_SECS: u64 = 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> anyhow::Result<()> {
-    let endpoint = sqs::endpoint();
-    let client = sqs::client_at(&endpoint).await;
-    let name = sqs::unique("rel-sigterm");
-    let url = sqs::create_queue(&client, &name, 30).await;
-    let bodies: Vec<String> = (0..MESSAGES).map(|i| format!("sigterm-{i}")).collect();
-    let sent = sqs::send_ids(&client, &url, &bodies, 8).await;
-
+    let queue = FilledQueue::new("rel-sigterm", MESSAGES, 8).await;
+    let (client, url, sent) = (&queue.client, &queue.url, &queue.sent);
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let args = ConsumerArgs {
-        endpoint: endpoint.clone(),
-        queue: name.clone(),
-        ledger: dir.join(format!("{name}-first.ledger")),
-        workers: 16,
-        receivers: 4,
-        prefetch: 40,
-        handler_ms: 5,
-        visibility_secs: 30,
         shutdown_timeout_secs: SHUTDOWN_TIMEOUT_SECS,
-        wait_secs: 1,
+        ..queue.consumer(dir, "first")
     };
 
     // The first consumer, stopped halfway.
@@ -56,16 +43,16 @@ async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> an
         .final_status()
         .ok_or_else(|| anyhow::anyhow!("the first consumer printed no final status"))?;
     let first_ledger = ledger::read(&args.ledger)?;
-    let first_tally = Tally::of(&sent, &first_ledger);
+    let first_tally = Tally::of(sent, &first_ledger);
 
     // What is left on the queue: exactly what was not processed, and visible at once or soon.
-    let (visible, invisible) = sqs::counts(&client, &url).await;
+    let (visible, invisible) = sqs::counts(client, url).await;
     let expected_left = (MESSAGES - first_tally.processed) as u64;
     let left_at_exit = visible + invisible;
     let mut all_visible_after = None;
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        let (visible, invisible) = sqs::counts(&client, &url).await;
+        let (visible, invisible) = sqs::counts(client, url).await;
         if invisible == 0 && visible == expected_left {
             all_visible_after = Some(exited.elapsed());
             break;
@@ -74,28 +61,21 @@ async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> an
     }
 
     // A second consumer finishes the work.
-    let second_args = ConsumerArgs {
-        ledger: dir.join(format!("{name}-second.ledger")),
-        ..args.clone()
-    };
-    let mut second = ConsumerProcess::spawn(BINARY.as_ref(), &second_args)?;
-    let finished = wait_until_all_processed(
-        &client,
-        &url,
-        &sent,
-        &[&args.ledger, &second_args.ledger],
-        Duration::from_secs(60),
-    )
-    .await;
-    let recovery = signalled.elapsed();
-    second.sigterm()?;
-    let (second_exit, _) = second.wait_exit(Duration::from_secs(SHUTDOWN_TIMEOUT_SECS + 20))?;
-    let second_last = second.final_status();
+    let second = queue
+        .finish_with_second(
+            BINARY.as_ref(),
+            dir,
+            &args,
+            Duration::from_secs(SHUTDOWN_TIMEOUT_SECS + 20),
+        )
+        .await?;
+    let recovery = second.done.duration_since(signalled);
+    let (finished, second_exit, second_last) = (second.finished, second.exit, second.last);
 
     let mut all = first_ledger;
-    ledger::merge(&mut all, &ledger::read(&second_args.ledger)?);
-    let tally = Tally::of(&sent, &all);
-    let (visible_end, invisible_end) = sqs::counts(&client, &url).await;
+    ledger::merge(&mut all, &ledger::read(&second.ledger)?);
+    let tally = Tally::of(sent, &all);
+    let (visible_end, invisible_end) = sqs::counts(client, url).await;
     let lost = tally.unprocessed;
     let calls_retried = last.calls_failed + second_last.as_ref().map_or(0, |s| s.calls_failed);
     report::print(&[Row {
@@ -123,7 +103,7 @@ async fn sigterm_halfway_deletes_what_was_processed_and_returns_the_rest() -> an
             ),
         ),
     }]);
-    sqs::delete_queue(&client, &url).await;
+    sqs::delete_queue(client, url).await;
 
     finished?;
     anyhow::ensure!(

@@ -20,6 +20,7 @@
 
 pub mod ledger;
 pub mod localstack;
+pub mod log_capture;
 pub mod proxy;
 pub mod queue;
 pub mod recording;
@@ -29,9 +30,10 @@ pub use localstack::{
     DEFAULT_ENDPOINT, client, client_at, endpoint, localstack_log_path, logged_calls, read_log,
     sdk_config, sdk_config_at,
 };
+pub use log_capture::LogCapture;
 pub use queue::{
-    counts, create_fifo_queue, create_queue, delete_queue, receive_raw, send, send_batch,
-    send_grouped, send_ids, unique,
+    counts, create_fifo_queue, create_queue, delete_queue, queue_url, receive_raw, send,
+    send_batch, send_grouped, send_ids, unique,
 };
 pub use recording::{BatchCall, INVALID_RECEIPT, Record, Recording};
 pub use running::{Running, builder, eventually, spawn_batch_engine, spawn_engine};

@@ -36,6 +36,22 @@ pub async fn create_queue(client: &Client, name: &str, visibility_secs: u32) -> 
     create(client, name, visibility_secs, false).await
 }
 
+/// The URL of the queue named `name`, which must exist.
+///
+/// # Panics
+///
+/// When `GetQueueUrl` fails: the queue does not exist, or the endpoint does not answer.
+pub async fn queue_url(client: &Client, name: &str) -> String {
+    client
+        .get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("the queue {name} exists: {error:?}"))
+        .queue_url
+        .unwrap_or_else(|| panic!("GetQueueUrl answers a URL for {name}"))
+}
+
 /// Creates a FIFO queue (`name` ends in `.fifo`) with the given visibility timeout; returns its
 /// URL.
 ///
