@@ -98,14 +98,39 @@ pub(crate) async fn within<T>(
     })
 }
 
+/// The answer to one of `aws-sdk-sqs`'s batch calls (`$call`: `send_message_batch`,
+/// `delete_message_batch` or `change_message_visibility_batch`, whose outputs list
+/// `successful` and `failed` entries alike) to `$queue_url` with `$entries`, the request
+/// entries as built (`Result<Vec<_>, BuildError>`), made by `$sqs` (an [`AwsSqs`]): one result
+/// per entry, in request order (see [`align`]); the call's failure, within its timeout; or,
+/// without calling, an invalid call when an entry could not be built.
+macro_rules! batch_call {
+    ($sqs:expr, $call:ident, $queue_url:expr, $entries:expr) => {
+        match $entries {
+            Ok(entries) => {
+                let count = entries.len();
+                let call = $sqs
+                    .client
+                    .$call()
+                    .queue_url($queue_url)
+                    .set_entries(Some(entries));
+                Box::pin(within($sqs.call_timeout, async move {
+                    let output = Box::pin(call.send()).await.map_err(classify)?;
+                    let successful = output.successful.iter().map(|entry| entry.id.as_str());
+                    Ok(align(count, successful, entry_failures!(output.failed)))
+                }))
+            }
+            Err(error) => invalid_entry(error),
+        }
+    };
+}
+
 impl SqsApi for AwsSqs {
     fn queue_url<'a>(&'a self, queue_name: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
         let call = self.client.get_queue_url().queue_name(queue_name);
         Box::pin(within(self.call_timeout, async move {
             let output = Box::pin(call.send()).await.map_err(classify)?;
-            output
-                .queue_url
-                .ok_or_else(|| CallError::new(CallErrorKind::Other, "GetQueueUrl answered no URL"))
+            answered_url(output.queue_url, "GetQueueUrl")
         }))
     }
 
@@ -114,15 +139,14 @@ impl SqsApi for AwsSqs {
         queue_name: &'a str,
         attributes: &'a [(&'a str, String)],
     ) -> BoxFuture<'a, Result<String, CallError>> {
-        let mut call = self.client.create_queue().queue_name(queue_name);
-        for (name, value) in attributes {
-            call = call.attributes(QueueAttributeName::from(*name), value.clone());
-        }
+        let call = self
+            .client
+            .create_queue()
+            .queue_name(queue_name)
+            .set_attributes(Some(attribute_map(attributes)));
         Box::pin(within(self.call_timeout, async move {
             let output = Box::pin(call.send()).await.map_err(classify)?;
-            output
-                .queue_url
-                .ok_or_else(|| CallError::new(CallErrorKind::Other, "CreateQueue answered no URL"))
+            answered_url(output.queue_url, "CreateQueue")
         }))
     }
 
@@ -157,10 +181,11 @@ impl SqsApi for AwsSqs {
         queue_url: &'a str,
         attributes: &'a [(&'a str, String)],
     ) -> BoxFuture<'a, Result<(), CallError>> {
-        let mut call = self.client.set_queue_attributes().queue_url(queue_url);
-        for (name, value) in attributes {
-            call = call.attributes(QueueAttributeName::from(*name), value.clone());
-        }
+        let call = self
+            .client
+            .set_queue_attributes()
+            .queue_url(queue_url)
+            .set_attributes(Some(attribute_map(attributes)));
         Box::pin(within(self.call_timeout, async move {
             Box::pin(call.send()).await.map_err(classify)?;
             Ok(())
@@ -203,23 +228,17 @@ impl SqsApi for AwsSqs {
         queue_url: &'a str,
         receipt_handles: &'a [&'a str],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let mut call = self.client.delete_message_batch().queue_url(queue_url);
-        for (position, handle) in receipt_handles.iter().enumerate() {
-            let entry = DeleteMessageBatchRequestEntry::builder()
-                .id(ENTRY_IDS[position])
-                .receipt_handle(*handle)
-                .build();
-            match entry {
-                Ok(entry) => call = call.entries(entry),
-                Err(error) => return invalid_entry(error),
-            }
-        }
-        let entries = receipt_handles.len();
-        Box::pin(within(self.call_timeout, async move {
-            let output = Box::pin(call.send()).await.map_err(classify)?;
-            let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(entries, successful, entry_failures!(output.failed)))
-        }))
+        let built = receipt_handles
+            .iter()
+            .enumerate()
+            .map(|(position, handle)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(ENTRY_IDS[position])
+                    .receipt_handle(*handle)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>();
+        batch_call!(self, delete_message_batch, queue_url, built)
     }
 
     fn change_message_visibility_batch<'a>(
@@ -227,27 +246,18 @@ impl SqsApi for AwsSqs {
         queue_url: &'a str,
         entries: &'a [(&'a str, u32)],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let mut call = self
-            .client
-            .change_message_visibility_batch()
-            .queue_url(queue_url);
-        for (position, (handle, seconds)) in entries.iter().enumerate() {
-            let entry = ChangeMessageVisibilityBatchRequestEntry::builder()
-                .id(ENTRY_IDS[position])
-                .receipt_handle(*handle)
-                .visibility_timeout(saturating_i32(u64::from(*seconds)))
-                .build();
-            match entry {
-                Ok(entry) => call = call.entries(entry),
-                Err(error) => return invalid_entry(error),
-            }
-        }
-        let count = entries.len();
-        Box::pin(within(self.call_timeout, async move {
-            let output = Box::pin(call.send()).await.map_err(classify)?;
-            let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(count, successful, entry_failures!(output.failed)))
-        }))
+        let built = entries
+            .iter()
+            .enumerate()
+            .map(|(position, (handle, seconds))| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(ENTRY_IDS[position])
+                    .receipt_handle(*handle)
+                    .visibility_timeout(saturating_i32(u64::from(*seconds)))
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>();
+        batch_call!(self, change_message_visibility_batch, queue_url, built)
     }
 
     fn send_message_batch<'a>(
@@ -261,21 +271,21 @@ impl SqsApi for AwsSqs {
             message_body,
             entries
         );
-        let call = match built {
-            Ok(built) => self
-                .client
-                .send_message_batch()
-                .queue_url(queue_url)
-                .set_entries(Some(built)),
-            Err(error) => return invalid_entry(error),
-        };
-        let count = entries.len();
-        Box::pin(within(self.call_timeout, async move {
-            let output = Box::pin(call.send()).await.map_err(classify)?;
-            let successful = output.successful.iter().map(|entry| entry.id.as_str());
-            Ok(align(count, successful, entry_failures!(output.failed)))
-        }))
+        batch_call!(self, send_message_batch, queue_url, built)
     }
+}
+
+/// Queue attributes as the SDK takes them, by name.
+fn attribute_map(attributes: &[(&str, String)]) -> HashMap<QueueAttributeName, String> {
+    attributes
+        .iter()
+        .map(|(name, value)| (QueueAttributeName::from(*name), value.clone()))
+        .collect()
+}
+
+/// The queue URL `action` answered, or a failure when it answered none.
+fn answered_url(url: Option<String>, action: &str) -> Result<String, CallError> {
+    url.ok_or_else(|| CallError::new(CallErrorKind::Other, format!("{action} answered no URL")))
 }
 
 fn convert_message(message: aws_sdk_sqs::types::Message) -> ReceivedMessage {
