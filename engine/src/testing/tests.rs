@@ -20,6 +20,23 @@ async fn url(sqs: &InProcessSqs, name: &str) -> String {
     sqs.queue_url(name).await.expect("queue url")
 }
 
+/// An in-process SQS holding one message, `a1`, on `orders.fifo`, and that queue's URL.
+async fn one_fifo_message() -> (InProcessSqs, String) {
+    let sqs = InProcessSqs::new();
+    sqs.send("orders.fifo", "a1").expect("sent");
+    let url = url(&sqs, "orders.fifo").await;
+    (sqs, url)
+}
+
+/// A receive of `url` under the attempt id `attempt-1`, hiding what it gets for 30 s.
+fn first_attempt(url: &str) -> ReceiveRequest<'_> {
+    ReceiveRequest {
+        visibility_timeout: 30,
+        attempt_id: Some("attempt-1"),
+        ..request(url)
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_delayed_retry_comes_back_after_its_delay_on_tokios_clock() {
     let sqs = InProcessSqs::new();
@@ -146,14 +163,8 @@ async fn a_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages() {
 // Paused clock: the visibility timeout passes in no time.
 #[tokio::test(start_paused = true)]
 async fn a_fifo_receive_retried_with_its_attempt_id_restarts_the_visibility_timeout() {
-    let sqs = InProcessSqs::new();
-    sqs.send("orders.fifo", "a1").expect("sent");
-    let url = url(&sqs, "orders.fifo").await;
-    let attempt = ReceiveRequest {
-        visibility_timeout: 30,
-        attempt_id: Some("attempt-1"),
-        ..request(&url)
-    };
+    let (sqs, url) = one_fifo_message().await;
+    let attempt = first_attempt(&url);
     assert_eq!(sqs.receive(&attempt).await.expect("receive").len(), 1);
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert_eq!(sqs.receive(&attempt).await.expect("retry").len(), 1);
@@ -171,14 +182,8 @@ async fn a_fifo_receive_retried_with_its_attempt_id_restarts_the_visibility_time
 // Paused clock: the visibility timeouts pass in no time.
 #[tokio::test(start_paused = true)]
 async fn a_long_poll_gets_a_message_once_the_visibility_a_retried_receive_restarted_ends() {
-    let sqs = InProcessSqs::new();
-    sqs.send("orders.fifo", "a1").expect("sent");
-    let url = url(&sqs, "orders.fifo").await;
-    let attempt = ReceiveRequest {
-        visibility_timeout: 30,
-        attempt_id: Some("attempt-1"),
-        ..request(&url)
-    };
+    let (sqs, url) = one_fifo_message().await;
+    let attempt = first_attempt(&url);
     assert_eq!(sqs.receive(&attempt).await.expect("receive").len(), 1);
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert_eq!(sqs.receive(&attempt).await.expect("retry").len(), 1);
@@ -196,14 +201,8 @@ async fn a_long_poll_gets_a_message_once_the_visibility_a_retried_receive_restar
 // Paused clock: the visibility timeouts pass in no time.
 #[tokio::test(start_paused = true)]
 async fn a_fifo_receive_retried_after_its_message_was_changed_does_not_get_it_again() {
-    let sqs = InProcessSqs::new();
-    sqs.send("orders.fifo", "a1").expect("sent");
-    let url = url(&sqs, "orders.fifo").await;
-    let attempt = ReceiveRequest {
-        visibility_timeout: 30,
-        attempt_id: Some("attempt-1"),
-        ..request(&url)
-    };
+    let (sqs, url) = one_fifo_message().await;
+    let attempt = first_attempt(&url);
     let first = sqs.receive(&attempt).await.expect("receive");
     let handle = first[0].receipt_handle.as_str();
     sqs.change_message_visibility_batch(&url, &[(handle, 300)])
