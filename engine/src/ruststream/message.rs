@@ -377,8 +377,7 @@ mod tests {
     /// as the framework requires; `settle::tests` shows it counted late.
     #[tokio::test(start_paused = true)]
     async fn an_ack_answered_after_the_visibility_lapsed_succeeds_and_is_counted_late() {
-        use ::ruststream::{Broker, ConnectedBroker, Subscriber};
-        use futures::StreamExt;
+        use ::ruststream::{Broker, ConnectedBroker};
 
         let sqs = crate::testing::InProcessSqs::new();
         sqs.send("orders", "one").expect("sent");
@@ -395,14 +394,7 @@ mod tests {
             )
             .await
             .expect("subscribe");
-        let delivery = {
-            let mut stream = Box::pin(subscriber.stream());
-            stream
-                .next()
-                .await
-                .expect("a delivery")
-                .expect("it decodes")
-        };
+        let delivery = next_delivery(&mut subscriber).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         delivery.ack().await.expect(
             "a late ack succeeds: the framework's contract (the settlement counts it late)",
@@ -412,6 +404,19 @@ mod tests {
     }
 
     use ::ruststream::ConnectedBroker as _;
+
+    /// The next delivery of `subscriber`, which must come and decode.
+    async fn next_delivery(subscriber: &mut super::super::SqsSubscriber) -> SqsMessage {
+        use ::ruststream::Subscriber;
+        use futures::StreamExt;
+
+        let mut stream = Box::pin(subscriber.stream());
+        stream
+            .next()
+            .await
+            .expect("a delivery")
+            .expect("it decodes")
+    }
 
     /// How long the stand-in takes to answer each batch call in the tests below.
     const ANSWER_AFTER: Duration = Duration::from_secs(5);
@@ -427,8 +432,7 @@ mod tests {
         super::super::SqsSubscriber,
         SqsMessage,
     ) {
-        use ::ruststream::{Broker, Subscriber};
-        use futures::StreamExt;
+        use ::ruststream::Broker;
 
         let mut broker = super::super::SqsBroker::new().api(sqs);
         if confirm {
@@ -439,14 +443,7 @@ mod tests {
             .subscribe_queue(super::super::SqsQueue::new(queue).heartbeat(false))
             .await
             .expect("subscribe");
-        let delivery = {
-            let mut stream = Box::pin(subscriber.stream());
-            stream
-                .next()
-                .await
-                .expect("a delivery")
-                .expect("it decodes")
-        };
+        let delivery = next_delivery(&mut subscriber).await;
         (connected, subscriber, delivery)
     }
 
@@ -520,9 +517,6 @@ mod tests {
     /// has answered the delete: the group's order rests on SQS's answer, not on the worker.
     #[tokio::test(start_paused = true)]
     async fn on_a_fifo_queue_the_next_message_of_the_group_waits_for_sqs_answer() {
-        use ::ruststream::Subscriber;
-        use futures::StreamExt;
-
         let in_group = |id: &str, sequence: &str| {
             let mut message = crate::stand_in::message(id);
             message
@@ -550,14 +544,7 @@ mod tests {
             "the ack resolved without waiting for SQS's answer, after {:?}",
             started.elapsed()
         );
-        let second = {
-            let mut stream = Box::pin(subscriber.stream());
-            stream
-                .next()
-                .await
-                .expect("a delivery")
-                .expect("it decodes")
-        };
+        let second = next_delivery(&mut subscriber).await;
         assert_eq!(second.message_id(), "m2");
         assert!(
             started.elapsed() >= ANSWER_AFTER,
