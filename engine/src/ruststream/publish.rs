@@ -439,6 +439,15 @@ mod tests {
         StandIn::refusing("refuse", Duration::from_millis(20))
     }
 
+    /// A broker connected over `script`.
+    async fn connect(script: &Arc<StandIn>) -> crate::ruststream::ConnectedSqsBroker {
+        SqsBroker::new()
+            .api(Arc::clone(script))
+            .connect()
+            .await
+            .expect("connect")
+    }
+
     fn message(name: &str, body: &str) -> OutgoingMessage<'static, BytesMut> {
         let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
         OutgoingMessage::produced(name, BytesMut::from(body.as_bytes()))
@@ -448,11 +457,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn each_publish_gets_its_own_entrys_answer_and_they_share_calls() {
         let script = script();
-        let connected = SqsBroker::new()
-            .api(script.clone())
-            .connect()
-            .await
-            .expect("connect");
+        let connected = connect(&script).await;
         let publisher = connected.publisher();
         let bodies = ["one", "refuse two", "three", "four", "five"];
         let answers = futures::future::join_all(
@@ -494,11 +499,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn shutdown_sends_what_waits_and_refuses_what_comes_after() {
         let script = script();
-        let connected = SqsBroker::new()
-            .api(script.clone())
-            .connect()
-            .await
-            .expect("connect");
+        let connected = connect(&script).await;
         let publisher = connected.publisher();
         // Queued when called: the futures are awaited only after shutdown.
         let first = publisher.publish(message("q", "first"), None);
@@ -515,11 +516,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_fifo_publish_gets_a_group_and_a_deduplication_id() {
         let script = script();
-        let connected = SqsBroker::new()
-            .api(script.clone())
-            .connect()
-            .await
-            .expect("connect");
+        let connected = connect(&script).await;
         let publisher = connected.publisher();
         let entry = publisher
             .enqueue("orders.fifo", b"x".to_vec(), &HeaderMap::new(), None)
@@ -543,11 +540,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_partition_key_is_the_group_after_the_calls_own_and_before_the_mount_sites() {
-        let connected = SqsBroker::new()
-            .api(script())
-            .connect()
-            .await
-            .expect("connect");
+        let connected = connect(&script()).await;
         let plain = connected.publisher();
         let policy = SqsPublisher {
             core: Connection::Open(Arc::clone(connected.core())),
