@@ -79,6 +79,26 @@ fn start_driver(queue: &Arc<QueueRuntime>) -> (CancellationToken, TaskTracker) {
     (drain, tracker)
 }
 
+/// Stops a driver started by [`start_driver`] once everything is sent.
+async fn stop_driver(drain: CancellationToken, tracker: TaskTracker) {
+    drain.cancel();
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// Registers the message `r` (id `id-r`) with the heartbeat: its deadline 30 s from now, its
+/// 12-hour window ending `window_end` from now.
+fn register_r(queue: &QueueRuntime, window_end: Duration) -> Option<u64> {
+    let now = Instant::now();
+    let deadline = now + Duration::from_secs(30);
+    queue.settler.register(
+        Arc::from("r"),
+        Arc::from("id-r"),
+        deadline,
+        now + window_end,
+    )
+}
+
 /// Starts a driver, settles `requests` at once, drains, and returns their answers.
 async fn settle_all(
     queue: &Arc<QueueRuntime>,
@@ -93,9 +113,7 @@ async fn settle_all(
     for settlement in settlements {
         answers.push(settlement.await);
     }
-    drain.cancel();
-    tracker.close();
-    tracker.wait().await;
+    stop_driver(drain, tracker).await;
     answers
 }
 
@@ -218,21 +236,13 @@ async fn the_heartbeat_extends_a_slow_message_and_its_retry_after_reaches_sqs_la
     let api = StandIn::scripted(Vec::new());
     let queue = queue_with_heartbeat(Arc::clone(&api)).await;
     let (drain, tracker) = start_driver(&queue);
-    let start = Instant::now();
-    let key = queue.settler.register(
-        Arc::from("r"),
-        Arc::from("id-r"),
-        start + Duration::from_secs(30),
-        start + crate::limits::MAX_VISIBILITY,
-    );
+    let key = register_r(&queue, crate::limits::MAX_VISIBILITY);
     // Extended 6 s before each deadline: at 24 s and at 48 s.
     tokio::time::sleep(Duration::from_secs(50)).await;
     let mut retry = request("r", Outcome::RetryAfter(Duration::from_secs(100)));
     retry.key = key;
     enqueue(&queue.settler, retry).await.expect("applied");
-    drain.cancel();
-    tracker.close();
-    tracker.wait().await;
+    stop_driver(drain, tracker).await;
     assert_eq!(api.calls(), vec![vec!["r=30"], vec!["r=30"], vec!["r=100"]]);
     assert_eq!(queue.metrics_stats().extensions.ok, 2);
 }
@@ -250,13 +260,7 @@ async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_
     ]);
     let queue = queue_with_heartbeat(Arc::clone(&api)).await;
     let (drain, tracker) = start_driver(&queue);
-    let start = Instant::now();
-    let key = queue.settler.register(
-        Arc::from("r"),
-        Arc::from("id-r"),
-        start + Duration::from_secs(30),
-        start + crate::limits::MAX_VISIBILITY,
-    );
+    let key = register_r(&queue, crate::limits::MAX_VISIBILITY);
     tokio::time::sleep(Duration::from_secs(24)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
@@ -278,9 +282,7 @@ async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_
     );
     assert_eq!(queue.metrics_stats().extensions.failed, 1);
     assert!(queue.settler.forget(key.expect("tracked")).is_some());
-    drain.cancel();
-    tracker.close();
-    tracker.wait().await;
+    stop_driver(drain, tracker).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -291,20 +293,12 @@ async fn an_extension_retried_after_its_messages_window_ended_is_not_sent() {
     let api = StandIn::scripted(vec![Err(throttled())]);
     let queue = queue_with_heartbeat(Arc::clone(&api)).await;
     let (drain, tracker) = start_driver(&queue);
-    let start = Instant::now();
-    let key = queue.settler.register(
-        Arc::from("r"),
-        Arc::from("id-r"),
-        start + Duration::from_secs(30),
-        start + Duration::from_secs(25),
-    );
+    let key = register_r(&queue, Duration::from_secs(25));
     tokio::time::sleep(Duration::from_secs(40)).await;
     assert_eq!(api.calls(), vec![vec!["r=1"]]);
     assert_eq!(queue.metrics_stats().extensions.ok, 0);
     assert!(queue.settler.forget(key.expect("tracked")).is_some());
-    drain.cancel();
-    tracker.close();
-    tracker.wait().await;
+    stop_driver(drain, tracker).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -345,9 +339,7 @@ async fn a_dropped_settlement_is_sent_all_the_same() {
     let queue = queue(Arc::clone(&api)).await;
     let (drain, tracker) = start_driver(&queue);
     drop(enqueue(&queue.settler, request("a", Outcome::Ack)));
-    drain.cancel();
-    tracker.close();
-    tracker.wait().await;
+    stop_driver(drain, tracker).await;
     assert_eq!(api.calls(), vec![vec!["a"]]);
     assert_eq!(queue.metrics_stats().acked.ok, 1);
 }
