@@ -16,65 +16,47 @@ fn receipts() -> Vec<Arc<str>> {
         .collect()
 }
 
+/// Pushes every receipt onto `coalescer` (the visibility lane's, or the delete lane's) at one
+/// instant, taking the batches due after every `flush_every` pushes; returns the entries
+/// taken.
+fn push_all(
+    mut coalescer: CoalescerBench,
+    receipts: &[Arc<str>],
+    visibility: bool,
+    flush_every: usize,
+) -> usize {
+    let now = Instant::now();
+    let mut taken = 0;
+    for (i, receipt) in receipts.iter().enumerate() {
+        coalescer.push(Arc::clone(receipt), visibility, now, i as u64);
+        if i % flush_every == flush_every - 1 {
+            taken += coalescer.flush(now);
+        }
+    }
+    taken
+}
+
 fn coalescer(c: &mut Criterion) {
     let receipts = receipts();
     let mut group = c.benchmark_group("coalescer");
     group.throughput(Throughput::Elements(ENTRIES));
-
-    // Under load: every push may fill a batch, taken at once.
-    group.bench_function("push_and_flush_full_batches", |b| {
-        b.iter_batched(
-            || CoalescerBench::new(Duration::from_millis(5), 16),
-            |mut coalescer| {
-                let now = Instant::now();
-                let mut taken = 0;
-                for (i, receipt) in receipts.iter().enumerate() {
-                    coalescer.push(Arc::clone(receipt), false, now, i as u64);
-                    if i % 10 == 9 {
-                        taken += coalescer.flush(now);
-                    }
-                }
-                black_box(taken)
-            },
-            BatchSize::SmallInput,
-        );
-    });
-
-    // Idle: each entry goes out alone as soon as it is pushed.
-    group.bench_function("push_and_flush_one_by_one", |b| {
-        b.iter_batched(
-            || CoalescerBench::new(Duration::from_millis(5), 16),
-            |mut coalescer| {
-                let now = Instant::now();
-                let mut taken = 0;
-                for (i, receipt) in receipts.iter().enumerate() {
-                    coalescer.push(Arc::clone(receipt), false, now, i as u64);
-                    taken += coalescer.flush(now);
-                }
-                black_box(taken)
-            },
-            BatchSize::SmallInput,
-        );
-    });
-
-    // The visibility lane keeps each receipt handle in one call at a time.
-    group.bench_function("visibility_lane_full_batches", |b| {
-        b.iter_batched(
-            || CoalescerBench::new(Duration::from_millis(5), 16),
-            |mut coalescer| {
-                let now = Instant::now();
-                let mut taken = 0;
-                for (i, receipt) in receipts.iter().enumerate() {
-                    coalescer.push(Arc::clone(receipt), true, now, i as u64);
-                    if i % 10 == 9 {
-                        taken += coalescer.flush(now);
-                    }
-                }
-                black_box(taken)
-            },
-            BatchSize::SmallInput,
-        );
-    });
+    let cases = [
+        // Under load: every push may fill a batch, taken at once.
+        ("push_and_flush_full_batches", false, 10),
+        // Idle: each entry goes out alone as soon as it is pushed.
+        ("push_and_flush_one_by_one", false, 1),
+        // The visibility lane keeps each receipt handle in one call at a time.
+        ("visibility_lane_full_batches", true, 10),
+    ];
+    for (name, visibility, flush_every) in cases {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || CoalescerBench::new(Duration::from_millis(5), 16),
+                |coalescer| black_box(push_all(coalescer, &receipts, visibility, flush_every)),
+                BatchSize::SmallInput,
+            );
+        });
+    }
     group.finish();
 }
 
