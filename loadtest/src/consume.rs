@@ -21,27 +21,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::behaviour::{self, Behaviour, Verdict};
+use crate::progress::LOG_EVERY;
 use crate::report::{self, ConsumeReport, ConsumeSetup, StopReason, Timing};
-use crate::target::TargetArgs;
+use crate::target::QueueTarget;
 
 /// How long the engine's graceful shutdown may take before the run abandons it. Longer than
 /// the engine's own shutdown timeout for handlers (30 s by default), so that a shutdown that
 /// works always finishes.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
 
-/// How often progress is logged (at `info`).
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
-
 /// Options of `loadtest consume`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ConsumeArgs {
-    /// Where SQS is.
+    /// Where SQS is, and the queue.
     #[command(flatten)]
-    target: TargetArgs,
-
-    /// The queue, by name or URL.
-    #[arg(long)]
-    queue: String,
+    on: QueueTarget,
 
     /// Stop once this many messages are finished (the handler acked or dropped them; a
     /// retry_after does not finish a message).
@@ -175,10 +169,10 @@ pub(crate) async fn run(args: ConsumeArgs) -> Result<()> {
 
 /// The run itself: everything [`run`] does but the metrics endpoint and the linger.
 async fn consume(args: &ConsumeArgs) -> Result<()> {
-    let config = args.target.sdk_config().await;
+    let config = args.on.target.sdk_config().await;
     let mut builder = Engine::builder()
         .sdk_config(&config)
-        .queue(args.queue.clone())
+        .queue(args.on.queue.clone())
         .workers(args.workers);
     if let Some(receivers) = args.receivers {
         builder = builder.receivers(receivers);
@@ -253,7 +247,7 @@ async fn consume(args: &ConsumeArgs) -> Result<()> {
     };
     let run = engine.run(handler, shutdown);
     tokio::pin!(run, abandon);
-    let mut tick = interval_at(start + PROGRESS_EVERY, PROGRESS_EVERY);
+    let mut tick = interval_at(start + LOG_EVERY, LOG_EVERY);
     let bar = crate::progress::bar(progress.target, "consume");
     let mut redraw = interval_at(start, crate::progress::REDRAW_EVERY);
     let finished = loop {
@@ -281,7 +275,7 @@ async fn consume(args: &ConsumeArgs) -> Result<()> {
     let (final_stats, shutdown_complete) = match finished {
         Some(Ok(final_stats)) => (final_stats, true),
         Some(Err(error)) => {
-            return Err(error).with_context(|| format!("consuming `{}`", args.queue));
+            return Err(error).with_context(|| format!("consuming `{}`", args.on.queue));
         }
         None => (stats.snapshot(), false),
     };
@@ -295,8 +289,8 @@ async fn consume(args: &ConsumeArgs) -> Result<()> {
     let handled = progress.handled.load(Ordering::Relaxed);
     let report = ConsumeReport::new(
         ConsumeSetup {
-            queue: args.queue.clone(),
-            endpoint: args.target.endpoint.clone(),
+            queue: args.on.queue.clone(),
+            endpoint: args.on.target.endpoint.clone(),
             workers: args.workers,
             receivers: args.receivers,
             handler_delay_ms: args.handler_delay_ms,

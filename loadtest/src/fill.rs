@@ -17,8 +17,9 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, interval_at};
 use tracing::{info, warn};
 
+use crate::progress::LOG_EVERY;
 use crate::report::{self, FillReport};
-use crate::target::{TargetArgs, resolve_queue_url};
+use crate::target::{QueueTarget, resolve_queue_url};
 
 /// The most bytes of message bodies one `SendMessageBatch` carries (SQS's historical limit
 /// for a batch, which every implementation accepts).
@@ -33,19 +34,12 @@ const FIRST_RESEND_DELAY: Duration = Duration::from_millis(100);
 /// The longest wait between resends.
 const MAX_RESEND_DELAY: Duration = Duration::from_secs(5);
 
-/// How often progress is logged (at `info`).
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
-
 /// Options of `loadtest fill`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct FillArgs {
-    /// Where SQS is.
+    /// Where SQS is, and the queue.
     #[command(flatten)]
-    target: TargetArgs,
-
-    /// The queue, by name or URL.
-    #[arg(long)]
-    queue: String,
+    on: QueueTarget,
 
     /// How many messages to send.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -101,9 +95,9 @@ struct Fill {
 /// When the queue cannot be resolved or created, when a call fails after the SDK's own
 /// retries, or when SQS keeps refusing some messages.
 pub(crate) async fn run(args: FillArgs) -> Result<()> {
-    let config = args.target.sdk_config().await;
+    let config = args.on.target.sdk_config().await;
     let client = Client::new(&config);
-    let queue_url = resolve_queue_url(&client, &args.queue, args.create).await?;
+    let queue_url = resolve_queue_url(&client, &args.on.queue, args.create).await?;
     info!(%queue_url, messages = args.messages, "filling");
 
     let start = Instant::now();
@@ -116,16 +110,16 @@ pub(crate) async fn run(args: FillArgs) -> Result<()> {
         None,
     )
     .await
-    .with_context(|| format!("filling `{}`", args.queue))?;
+    .with_context(|| format!("filling `{}`", args.on.queue))?;
     let batch_size = fill.batch_size;
     let senders = fill.senders;
     let elapsed_secs = start.elapsed().as_secs_f64();
 
     let sent = fill.sent;
     let report = FillReport {
-        queue: args.queue.clone(),
+        queue: args.on.queue.clone(),
         queue_url: fill.queue_url.clone(),
-        endpoint: args.target.endpoint.clone(),
+        endpoint: args.on.target.endpoint.clone(),
         messages_requested: args.messages,
         messages_sent: sent,
         body_bytes: args.size,
@@ -203,7 +197,7 @@ pub(crate) async fn fill_queue(
     for _ in 0..senders {
         tasks.spawn(send_batches(Arc::clone(&fill)));
     }
-    let mut progress = interval_at(start + PROGRESS_EVERY, PROGRESS_EVERY);
+    let mut progress = interval_at(start + LOG_EVERY, LOG_EVERY);
     let bar = crate::progress::bar(fill.total, "fill");
     let mut redraw = interval_at(start, crate::progress::REDRAW_EVERY);
     loop {
@@ -251,14 +245,7 @@ fn batch_size_for(body_size: usize) -> usize {
 /// readable prefix naming it and its send time, padded with `x` to `size` bytes. The load
 /// test's handlers read both back with [`crate::behaviour::parse_body`].
 pub(crate) fn body(index: u64, sent_micros: u64, size: usize) -> String {
-    let mut body = format!("loadtest message {index} {sent_micros} ");
-    if body.len() >= size {
-        body.truncate(size);
-    } else {
-        let padding = size - body.len();
-        body.extend(std::iter::repeat_n('x', padding));
-    }
-    body
+    padded(format!("loadtest message {index} {sent_micros} "), size)
 }
 
 /// The body of message `index` of a FIFO fill over `groups` groups: as [`body`], with its
@@ -266,18 +253,25 @@ pub(crate) fn body(index: u64, sent_micros: u64, size: usize) -> String {
 /// 1764500000123456 7/0 xxx`), which the load test's handlers read back with
 /// [`crate::behaviour::parse_group_seq`].
 pub(crate) fn fifo_body(index: u64, sent_micros: u64, size: usize, groups: u64) -> String {
-    let mut body = format!(
-        "loadtest message {index} {sent_micros} {}/{} ",
-        index % groups,
-        index / groups
-    );
-    if body.len() >= size {
-        body.truncate(size);
+    padded(
+        format!(
+            "loadtest message {index} {sent_micros} {}/{} ",
+            index % groups,
+            index / groups
+        ),
+        size,
+    )
+}
+
+/// `prefix` cut or padded with `x` to `size` bytes.
+fn padded(mut prefix: String, size: usize) -> String {
+    if prefix.len() >= size {
+        prefix.truncate(size);
     } else {
-        let padding = size - body.len();
-        body.extend(std::iter::repeat_n('x', padding));
+        let padding = size - prefix.len();
+        prefix.extend(std::iter::repeat_n('x', padding));
     }
-    body
+    prefix
 }
 
 /// Microseconds since the Unix epoch, now; zero if the clock is before it.

@@ -1,5 +1,6 @@
 //! Progress bars on stderr, one style for every subcommand: drawn on a terminal, hidden when
-//! stderr is a file or a pipe (CI logs stay clean).
+//! stderr is a file or a pipe (CI logs stay clean). Progress is logged too, at a pace every
+//! subcommand shares.
 
 use std::time::Duration;
 
@@ -7,6 +8,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 /// How often a bar is redrawn from the counters it follows.
 pub(crate) const REDRAW_EVERY: Duration = Duration::from_millis(100);
+
+/// How often progress is logged (at `info`).
+pub(crate) const LOG_EVERY: Duration = Duration::from_secs(5);
 
 /// A bar of `total` messages, labelled `prefix`.
 pub(crate) fn bar(total: u64, prefix: &str) -> ProgressBar {

@@ -46,6 +46,19 @@ pub(crate) struct TargetArgs {
     pub(crate) region: Option<String>,
 }
 
+/// Where SQS is and which queue on it: the options of the subcommands that work on one
+/// queue.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct QueueTarget {
+    /// Where SQS is.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+
+    /// The queue, by name or URL.
+    #[arg(long)]
+    pub(crate) queue: String,
+}
+
 impl TargetArgs {
     /// Resolves the SDK configuration: the endpoint, region and credentials as the arguments
     /// and the environment say.

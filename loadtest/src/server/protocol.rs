@@ -283,40 +283,65 @@ pub(crate) struct ListQueuesOutput {
 // Message actions
 // ---------------------------------------------------------------------------------------
 
-/// `SendMessage` input.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub(crate) struct SendMessageInput {
-    /// The queue's URL.
-    pub(crate) queue_url: String,
-    /// The body.
-    pub(crate) message_body: String,
-    /// Seconds before it can be received; the queue's `DelaySeconds` when absent.
-    #[serde(default)]
-    pub(crate) delay_seconds: Option<i64>,
-    /// Message attributes.
-    #[serde(default)]
-    pub(crate) message_attributes: MessageAttributes,
-    /// FIFO deduplication id, kept and handed back as a system attribute.
-    #[serde(default)]
-    pub(crate) message_deduplication_id: Option<String>,
-    /// FIFO group id, kept and handed back as a system attribute.
-    #[serde(default)]
-    pub(crate) message_group_id: Option<String>,
+/// Declares the input of a message to send: a struct of the member `$key` (what the
+/// message goes by in its request) and the members of a [`NewMessage`], and its `split`,
+/// which parts the two.
+macro_rules! message_input {
+    (
+        $(#[$doc:meta])*
+        struct $name:ident {
+            $(#[$key_doc:meta])*
+            $key:ident,
+        }
+        $(#[$split_doc:meta])*
+        fn split;
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        pub(crate) struct $name {
+            $(#[$key_doc])*
+            pub(crate) $key: String,
+            /// The body.
+            pub(crate) message_body: String,
+            /// Seconds before it can be received; the queue's `DelaySeconds` when absent.
+            #[serde(default)]
+            pub(crate) delay_seconds: Option<i64>,
+            /// Message attributes.
+            #[serde(default)]
+            pub(crate) message_attributes: MessageAttributes,
+            /// FIFO deduplication id, kept and handed back as a system attribute.
+            #[serde(default)]
+            pub(crate) message_deduplication_id: Option<String>,
+            /// FIFO group id, kept and handed back as a system attribute.
+            #[serde(default)]
+            pub(crate) message_group_id: Option<String>,
+        }
+
+        impl $name {
+            $(#[$split_doc])*
+            pub(crate) fn split(self) -> (String, NewMessage) {
+                let message = NewMessage {
+                    body: self.message_body,
+                    delay_seconds: self.delay_seconds,
+                    attributes: self.message_attributes,
+                    deduplication_id: self.message_deduplication_id,
+                    group_id: self.message_group_id,
+                };
+                (self.$key, message)
+            }
+        }
+    };
 }
 
-impl SendMessageInput {
-    /// The queue URL and the message.
-    pub(crate) fn split(self) -> (String, NewMessage) {
-        let message = NewMessage {
-            body: self.message_body,
-            delay_seconds: self.delay_seconds,
-            attributes: self.message_attributes,
-            deduplication_id: self.message_deduplication_id,
-            group_id: self.message_group_id,
-        };
-        (self.queue_url, message)
+message_input! {
+    /// `SendMessage` input.
+    struct SendMessageInput {
+        /// The queue's URL.
+        queue_url,
     }
+    /// The queue URL and the message.
+    fn split;
 }
 
 /// A message to send: what `SendMessage` and a `SendMessageBatch` entry share. (Not
@@ -366,40 +391,14 @@ pub(crate) struct SendMessageBatchInput {
     pub(crate) entries: Vec<SendMessageBatchEntry>,
 }
 
-/// One entry of `SendMessageBatch`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub(crate) struct SendMessageBatchEntry {
-    /// The entry's id in the batch.
-    pub(crate) id: String,
-    /// The body.
-    pub(crate) message_body: String,
-    /// Seconds before it can be received; the queue's `DelaySeconds` when absent.
-    #[serde(default)]
-    pub(crate) delay_seconds: Option<i64>,
-    /// Message attributes.
-    #[serde(default)]
-    pub(crate) message_attributes: MessageAttributes,
-    /// FIFO deduplication id.
-    #[serde(default)]
-    pub(crate) message_deduplication_id: Option<String>,
-    /// FIFO group id.
-    #[serde(default)]
-    pub(crate) message_group_id: Option<String>,
-}
-
-impl SendMessageBatchEntry {
-    /// The entry id and the message.
-    pub(crate) fn split(self) -> (String, NewMessage) {
-        let message = NewMessage {
-            body: self.message_body,
-            delay_seconds: self.delay_seconds,
-            attributes: self.message_attributes,
-            deduplication_id: self.message_deduplication_id,
-            group_id: self.message_group_id,
-        };
-        (self.id, message)
+message_input! {
+    /// One entry of `SendMessageBatch`.
+    struct SendMessageBatchEntry {
+        /// The entry's id in the batch.
+        id,
     }
+    /// The entry id and the message.
+    fn split;
 }
 
 /// A successful entry of a `SendMessageBatch` answer.

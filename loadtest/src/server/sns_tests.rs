@@ -9,6 +9,7 @@ use aws_sdk_sns::primitives::Blob;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use aws_sdk_sqs::types::QueueAttributeName;
 
+use super::tests::assert_service_error;
 use super::{EmbeddedSqs, SNS_ACTIONS};
 
 /// A server on a free loopback port, and an SQS and an SNS client configured for it.
@@ -184,12 +185,7 @@ async fn a_publish_fans_out_to_every_subscribed_queue_with_its_body_and_attribut
         .send()
         .await
         .expect_err("a missing topic is refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_not_found_exception()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_not_found_exception());
     let counts = server.call_counts();
     let count = |name: &str| {
         counts
@@ -271,12 +267,9 @@ async fn publish_batch_answers_each_entry_and_takes_at_most_ten() {
         .send()
         .await
         .expect_err("eleven entries are refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_too_many_entries_in_batch_request_exception()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| {
+        e.is_too_many_entries_in_batch_request_exception()
+    });
     let error = sns
         .publish_batch()
         .topic_arn(&booked)
@@ -285,12 +278,7 @@ async fn publish_batch_answers_each_entry_and_takes_at_most_ten() {
         .send()
         .await
         .expect_err("ids alike are refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_batch_entry_ids_not_distinct_exception()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_batch_entry_ids_not_distinct_exception());
     assert_eq!(
         drain(&sqs, &ledger).await.len(),
         10,

@@ -3,17 +3,18 @@
 //! few seconds.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::{
-    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
-    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
-    SendMessageBatchRequestEntry,
+    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry,
+    DeleteMessageBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
+    QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -71,6 +72,17 @@ async fn send(client: &Client, url: &str, body: &str) {
         .expect("SendMessage succeeds");
 }
 
+/// Deletes the message received from `url` with `handle`.
+async fn delete(client: &Client, url: &str, handle: &str) {
+    client
+        .delete_message()
+        .queue_url(url)
+        .receipt_handle(handle)
+        .send()
+        .await
+        .expect("DeleteMessage succeeds");
+}
+
 /// Receives up to `max` messages, waiting up to `wait` seconds, with `visibility` when
 /// given, asking for all attributes as the engine does.
 async fn receive(
@@ -93,6 +105,39 @@ async fn receive(
         .expect("ReceiveMessage succeeds")
         .messages
         .unwrap_or_default()
+}
+
+/// The `ApproximateNumberOfMessages` and `ApproximateNumberOfMessagesNotVisible` of queue
+/// `url`.
+async fn visible_and_in_flight(client: &Client, url: &str) -> [String; 2] {
+    let mut all = attributes(client, url).await;
+    [
+        QueueAttributeName::ApproximateNumberOfMessages,
+        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+    ]
+    .map(|name| {
+        all.remove(&name)
+            .expect("GetQueueAttributes answers the message counts")
+    })
+}
+
+/// Asserts that `error` is an error answer that `is` recognises.
+#[track_caller]
+pub(super) fn assert_service_error<E: Debug, R: Debug>(
+    error: &SdkError<E, R>,
+    is: impl FnOnce(&E) -> bool,
+) {
+    assert!(error.as_service_error().is_some_and(is), "{error:?}");
+}
+
+/// Asserts that `failed`, the failed entries of a batch answer, is the one entry `id`,
+/// refused with `code` as the caller's fault.
+#[track_caller]
+fn assert_one_failed(failed: &[BatchResultErrorEntry], id: &str, code: &str) {
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].id(), id);
+    assert_eq!(failed[0].code(), code);
+    assert!(failed[0].sender_fault());
 }
 
 /// The `ApproximateReceiveCount` of `message`.
@@ -132,12 +177,7 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
         .send()
         .await
         .expect_err("different attributes are refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_queue_name_exists()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_queue_name_exists());
     let error = client
         .create_queue()
         .queue_name("bad name")
@@ -159,12 +199,7 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
         .send()
         .await
         .expect_err("a missing queue has no URL");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_queue_does_not_exist()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_queue_does_not_exist());
 
     let all = attributes(&client, &url).await;
     assert_eq!(all[&QueueAttributeName::VisibilityTimeout], "45");
@@ -210,12 +245,7 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
         .send()
         .await
         .expect_err("an out-of-range value is refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_invalid_attribute_value()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_invalid_attribute_value());
 
     let fifo = create(
         &client,
@@ -281,12 +311,7 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
         .send()
         .await
         .expect_err("a deleted queue takes no messages");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_queue_does_not_exist()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_queue_does_not_exist());
     server.shutdown().await.expect("the server shuts down");
 }
 
@@ -382,29 +407,10 @@ async fn a_message_is_sent_received_with_its_attributes_and_deleted() {
     assert!(bare[0].message_attributes().is_none());
 
     let handle = message.receipt_handle().expect("a receipt handle");
-    client
-        .delete_message()
-        .queue_url(&url)
-        .receipt_handle(handle)
-        .send()
-        .await
-        .expect("DeleteMessage succeeds");
-    client
-        .delete_message()
-        .queue_url(&url)
-        .receipt_handle(handle)
-        .send()
-        .await
-        .expect("deleting a message already gone succeeds again, as on SQS");
-    let counts = attributes(&client, &url).await;
-    assert_eq!(
-        counts[&QueueAttributeName::ApproximateNumberOfMessages],
-        "0"
-    );
-    assert_eq!(
-        counts[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible],
-        "1"
-    );
+    delete(&client, &url, handle).await;
+    // Deleting a message already gone succeeds again, as on SQS.
+    delete(&client, &url, handle).await;
+    assert_eq!(visible_and_in_flight(&client, &url).await, ["0", "1"]);
     server.shutdown().await.expect("the server shuts down");
 }
 
@@ -430,10 +436,7 @@ async fn batches_succeed_and_fail_entry_by_entry() {
     }
     let sent = call.send().await.expect("SendMessageBatch succeeds");
     assert_eq!(sent.successful().len(), 9);
-    assert_eq!(sent.failed().len(), 1);
-    assert_eq!(sent.failed()[0].id(), "e7");
-    assert_eq!(sent.failed()[0].code(), "InvalidMessageContents");
-    assert!(sent.failed()[0].sender_fault());
+    assert_one_failed(sent.failed(), "e7", "InvalidMessageContents");
     for entry in sent.successful() {
         let i: usize = entry.id()[1..].parse().expect("ids are e<number>");
         assert_eq!(
@@ -463,19 +466,8 @@ async fn batches_succeed_and_fail_entry_by_entry() {
     );
     let deleted = call.send().await.expect("DeleteMessageBatch succeeds");
     assert_eq!(deleted.successful().len(), 9);
-    assert_eq!(deleted.failed().len(), 1);
-    assert_eq!(deleted.failed()[0].id(), "bogus");
-    assert_eq!(deleted.failed()[0].code(), "ReceiptHandleIsInvalid");
-    assert!(deleted.failed()[0].sender_fault());
-    let counts = attributes(&client, &url).await;
-    assert_eq!(
-        counts[&QueueAttributeName::ApproximateNumberOfMessages],
-        "0"
-    );
-    assert_eq!(
-        counts[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible],
-        "0"
-    );
+    assert_one_failed(deleted.failed(), "bogus", "ReceiptHandleIsInvalid");
+    assert_eq!(visible_and_in_flight(&client, &url).await, ["0", "0"]);
 
     // Whole-batch errors.
     let error = client
@@ -484,12 +476,7 @@ async fn batches_succeed_and_fail_entry_by_entry() {
         .send()
         .await
         .expect_err("an empty batch is refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_empty_batch_request()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_empty_batch_request());
     let entry = |id: &str| {
         SendMessageBatchRequestEntry::builder()
             .id(id)
@@ -505,23 +492,13 @@ async fn batches_succeed_and_fail_entry_by_entry() {
         .send()
         .await
         .expect_err("duplicate ids are refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_batch_entry_ids_not_distinct()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_batch_entry_ids_not_distinct());
     let mut call = client.send_message_batch().queue_url(&url);
     for i in 0..11 {
         call = call.entries(entry(&i.to_string()));
     }
     let error = call.send().await.expect_err("eleven entries are refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_too_many_entries_in_batch_request()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_too_many_entries_in_batch_request());
     server.shutdown().await.expect("the server shuts down");
 }
 
@@ -566,12 +543,7 @@ async fn an_unacked_message_comes_back_with_a_higher_receive_count() {
         .send()
         .await
         .expect_err("a stale handle is refused");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_receipt_handle_is_invalid()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_receipt_handle_is_invalid());
 
     // ChangeMessageVisibility to 0 makes it receivable at once.
     let current = second[0].receipt_handle().expect("a handle");
@@ -612,10 +584,7 @@ async fn an_unacked_message_comes_back_with_a_higher_receive_count() {
         .expect("ChangeMessageVisibilityBatch succeeds");
     assert_eq!(changed.successful().len(), 1);
     assert_eq!(changed.successful()[0].id(), "current");
-    assert_eq!(changed.failed().len(), 1);
-    assert_eq!(changed.failed()[0].id(), "stale");
-    assert_eq!(changed.failed()[0].code(), "ReceiptHandleIsInvalid");
-    assert!(changed.failed()[0].sender_fault());
+    assert_one_failed(changed.failed(), "stale", "ReceiptHandleIsInvalid");
     let fourth = receive(&client, &url, 1, 0, None).await;
     assert_eq!(fourth.len(), 1);
     assert_eq!(receive_count(&fourth[0]), 4);
@@ -706,12 +675,7 @@ async fn bad_requests_get_clear_errors() {
         .send()
         .await
         .expect_err("TagQueue is not implemented");
-    assert!(
-        error
-            .as_service_error()
-            .is_some_and(|e| e.is_unsupported_operation()),
-        "{error:?}"
-    );
+    assert_service_error(&error, |e| e.is_unsupported_operation());
     assert!(error.message().is_some_and(|m| m.contains("TagQueue")));
 
     // Something that is no SQS request at all.
@@ -979,24 +943,22 @@ async fn a_fifo_queue_hands_out_each_group_in_order_and_one_batch_at_a_time() {
     assert!(again.iter().all(|m| receive_count(m) == 2));
 
     // a3 waits until a1 and a2 are deleted; a long poll sees it as soon as they are.
-    client
-        .delete_message()
-        .queue_url(&url)
-        .receipt_handle(first_messages[0].receipt_handle().unwrap_or_default())
-        .send()
-        .await
-        .expect("DeleteMessage succeeds");
+    delete(
+        &client,
+        &url,
+        first_messages[0].receipt_handle().unwrap_or_default(),
+    )
+    .await;
     assert!(receive(&client, &url, 10, 0, Some(30)).await.is_empty());
     let waiting = receive(&client, &url, 10, 5, Some(30));
     let deleting = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        client
-            .delete_message()
-            .queue_url(&url)
-            .receipt_handle(first_messages[1].receipt_handle().unwrap_or_default())
-            .send()
-            .await
-            .expect("DeleteMessage succeeds");
+        delete(
+            &client,
+            &url,
+            first_messages[1].receipt_handle().unwrap_or_default(),
+        )
+        .await;
     };
     let started = Instant::now();
     let (last, ()) = tokio::join!(waiting, deleting);
