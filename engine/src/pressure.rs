@@ -21,10 +21,11 @@ impl Pressure {
         self.marks.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Whether a call failed so since `seen` was last brought up to date here.
+    /// Whether a call failed so since `seen` was last brought up to date here. Asked after
+    /// every receive: without news it only loads, and writes nothing.
     pub(crate) fn news(&self, seen: &AtomicU64) -> bool {
         let marks = self.marks.load(Ordering::Relaxed);
-        seen.fetch_max(marks, Ordering::Relaxed) < marks
+        marks > seen.load(Ordering::Relaxed) && seen.fetch_max(marks, Ordering::Relaxed) < marks
     }
 }
 

@@ -132,12 +132,12 @@ impl LoadedRoundTrip {
         }
     }
 
-    /// The server showed overload (calls of some kind timed out, were throttled or failed on
-    /// its side) while the calls in flight were measured against an unloaded round trip taken
-    /// at more than `light` in flight, or at a lighter load than now: forgets the unloaded
-    /// round trip and measures it again from the samples taken with at most `light` calls in
-    /// flight. Until it is known again, [`queueing`](Self::queueing) answers `true`, so the
-    /// calls in flight are cut to `light` and stay there meanwhile.
+    /// Forgets the unloaded round trip and measures it again from the samples taken with at
+    /// most `light` calls in flight (from now on, `light` is what counts as few). Until
+    /// [`LIGHT_SAMPLES`] such samples are in, [`remeasuring`](Self::remeasuring) and
+    /// [`queueing`](Self::queueing) answer `true`; keeping the calls in flight to `light`
+    /// meanwhile is the caller's part. For when the server showed overload: the unloaded round
+    /// trip on record may have been taken with calls already queueing there.
     pub(crate) fn remeasure(&self, light: usize) {
         self.light.store(light.max(1), Ordering::Relaxed);
         self.unloaded.reset();
