@@ -75,7 +75,7 @@ start() {
   data=$(mktemp -d "${TMPDIR:-/tmp}/sqs-engine-localstack.XXXXXX")
   (
     cd "$data"
-    SERVICES=sqs,sns GATEWAY_LISTEN="127.0.0.1:$port" LOCALSTACK_HOST="127.0.0.1:$port" \
+    SERVICES=sqs,sns,s3 GATEWAY_LISTEN="127.0.0.1:$port" LOCALSTACK_HOST="127.0.0.1:$port" \
       SQS_ENDPOINT_STRATEGY=path DNS_ADDRESS=0 EAGER_SERVICE_LOADING=1 \
       SKIP_SSL_CERT_DOWNLOAD=1 DISABLE_EVENTS=1 FILESYSTEM_ROOT="$data" \
       exec "$venv/bin/python" -m localstack.runtime.main

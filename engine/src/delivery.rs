@@ -95,6 +95,7 @@ impl Delivery {
             turn: None,
             group,
             settled: false,
+            after_delete: None,
             _hold: hold,
         };
         Self { message, ticket }
@@ -137,6 +138,20 @@ impl Delivery {
     /// The message.
     pub fn message(&self) -> &Message {
         &self.message
+    }
+
+    /// The message, to put in place what its receive only pointed to.
+    #[cfg(feature = "s3")]
+    pub(crate) fn message_mut(&mut self) -> &mut Message {
+        &mut self.message
+    }
+
+    /// Runs `hook` once SQS confirms that the message is deleted (acked, or dropped short of
+    /// the dead-letter queue); not when it stays in the queue, goes to the dead-letter queue,
+    /// or its delete fails.
+    #[cfg(feature = "s3")]
+    pub(crate) fn after_delete(&mut self, hook: AfterDelete) {
+        self.ticket.after_delete = Some(hook);
     }
 
     /// The span to process the message in, as the engine's handlers run in theirs: a
@@ -204,6 +219,8 @@ pub struct Ticket {
     /// Its FIFO group, for a batch handler's order check.
     group: Option<Arc<str>>,
     settled: bool,
+    /// What runs once SQS confirms the message's delete.
+    after_delete: Option<AfterDelete>,
     /// Keeps the queue's settlement open until the ticket is settled (its entry queued) or
     /// dropped: declared last, so it goes after everything else.
     _hold: Hold,
@@ -287,20 +304,29 @@ impl Ticket {
                 Fate::BackAt(now + Duration::from_secs(u64::from(target.seconds_at(now).0)))
             }
         };
-        let (on_answer, turn) = match self.turn.take() {
-            Some(turn) if turn.waits_for_answer() => (
-                Some(AnswerHook(Box::new(move |applied, visible_until| {
+        let (on_turn, turn) = match self.turn.take() {
+            Some(turn) if turn.waits_for_answer() => (Some(turn), None),
+            Some(turn) => (None, Some((turn, fate))),
+            None => (None, None),
+        };
+        let after_delete = self
+            .after_delete
+            .take()
+            .filter(|_| matches!(fate, Fate::Deleted));
+        let on_answer = (on_turn.is_some() || after_delete.is_some()).then(|| {
+            AnswerHook(Box::new(move |applied, visible_until| {
+                if let Some(turn) = on_turn {
                     turn.end(if applied {
                         fate
                     } else {
                         Fate::BackAt(visible_until)
                     });
-                }))),
-                None,
-            ),
-            Some(turn) => (None, Some((turn, fate))),
-            None => (None, None),
-        };
+                }
+                if let Some(hook) = after_delete.filter(|_| applied) {
+                    hook();
+                }
+            }))
+        });
         self.body = None;
         let request = Request {
             receipt: Arc::clone(&self.receipt),
@@ -316,6 +342,9 @@ impl Ticket {
         (request, turn)
     }
 }
+
+/// What runs once SQS confirms a message's delete (see [`Delivery::after_delete`]).
+pub(crate) type AfterDelete = Box<dyn FnOnce() + Send + Sync>;
 
 /// The FIFO group of `message`, on a FIFO queue.
 fn queue_fifo_group(queue: &QueueRuntime, message: &Message) -> Option<Arc<str>> {

@@ -122,6 +122,7 @@ mod handler;
 pub mod health;
 mod held;
 mod lane;
+mod large_payload;
 pub mod limits;
 mod message;
 mod message_span;
@@ -175,6 +176,8 @@ pub use error_policy::{ErrorBackoff, HandlerErrorPolicy};
 pub use fifo::FifoOrder;
 pub use handler::{BatchHandler, Handler, HandlerResult};
 pub use health::{Health, HealthHandle, Phase};
+#[cfg(feature = "s3")]
+pub use large_payload::LargePayloads;
 pub use limits::MAX_VISIBILITY;
 pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};

@@ -49,6 +49,18 @@ impl Message {
         )
     }
 
+    /// Puts `body`, fetched from where the received body pointed, in its place, and lets
+    /// `unmark` take the marking attributes out of the message attributes.
+    #[cfg(feature = "s3")]
+    pub(crate) fn replace_stored_body(
+        &mut self,
+        body: String,
+        unmark: impl FnOnce(&mut HashMap<String, MessageAttribute>),
+    ) {
+        self.body = body;
+        unmark(&mut self.message_attributes);
+    }
+
     /// The SNS notification this message carries, when a topic delivered it without raw
     /// message delivery: the published message, its subject, topic and id, and its message
     /// attributes, which travel inside the body rather than as the SQS message's own.

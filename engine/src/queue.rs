@@ -56,6 +56,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) pressure: Arc<crate::pressure::Pressure>,
     /// How fast the workers could take messages, where the engine runs the handlers.
     pub(crate) capacity: WorkerCapacity,
+    /// What becomes of bodies stored in S3.
+    pub(crate) payloads: crate::large_payload::Payloads,
 }
 
 /// What opening a queue needs to know.
@@ -167,6 +169,7 @@ impl QueueRuntime {
             on_handler_error: crate::error_policy::HandlerErrorPolicy::default(),
             processing: crate::processing_limit::ProcessingLimit::default(),
             paused: crate::pause::Paused::default(),
+            payloads: crate::large_payload::Payloads::default(),
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,

@@ -397,7 +397,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     // have waited out its long poll.
                     set.round_trip.sample(called_at.elapsed(), set.active());
                 }
-                let sizes: Vec<u32> = messages.iter().map(held_kib).collect();
+                let sizes: Vec<u32> = messages
+                    .iter()
+                    .map(|message| held_kib(queue.payloads.held_bytes(message)))
+                    .collect();
                 let wanted = sizes.iter().sum::<u32>().min(set.bytes_cap);
                 // Deliveries first, so that the heartbeat keeps them invisible while they wait
                 // for their room below, however long that takes.
@@ -439,6 +442,8 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     delivery.hold(room);
                 }
                 drop(bytes);
+                // Bodies stored in S3 fetched, with the messages held and kept invisible.
+                let deliveries = queue.payloads.resolve(queue, deliveries).await;
                 if let Some(received) = room.split(deliveries.len()) {
                     received.forget();
                 }
@@ -448,7 +453,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 if let Some(age) = oldest_age(&deliveries) {
                     queue.metrics.oldest_age(age.as_secs_f64());
                 }
-                if let Err(unsent) = out.send(deliveries).await {
+                // All of them unreadable from S3 (settled already): nothing to hand out.
+                if !deliveries.is_empty()
+                    && let Err(unsent) = out.send(deliveries).await
+                {
                     // Nobody takes them any more: back to the queue at once.
                     set.left_prefetch(unsent.0.len());
                     crate::delivery::return_all(queue, unsent.0);
@@ -526,10 +534,9 @@ fn nanos_between(epoch: Instant, then: Instant) -> u64 {
     u64::try_from(then.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The room a message takes among the bytes held, in KiB (at least one): its body and message
-/// attributes, as SQS counts its size.
-fn held_kib(message: &crate::api::ReceivedMessage) -> u32 {
-    u32::try_from(message.size().div_ceil(1024).max(1)).unwrap_or(u32::MAX)
+/// The room a message of `bytes` takes among the bytes held, in KiB (at least one).
+fn held_kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)
 }
 
 /// A fresh `ReceiveRequestAttemptId`: 32 random hexadecimal digits (SQS takes up to 128

@@ -16,6 +16,7 @@ use crate::error::{ConfigError, Error};
 use crate::error_policy::HandlerErrorPolicy;
 use crate::fifo::FifoOrder;
 use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells};
+use crate::large_payload::Payloads;
 use crate::limits::MAX_VISIBILITY;
 use crate::metrics::StatsCells;
 use crate::processing_limit::ProcessingLimit;
@@ -63,6 +64,7 @@ pub struct EngineBuilder {
     dead_letter: Option<String>,
     create_if_missing: bool,
     give_up_after: Duration,
+    payloads: Payloads,
 }
 
 impl Default for EngineBuilder {
@@ -96,6 +98,7 @@ impl Default for EngineBuilder {
             dead_letter: None,
             create_if_missing: false,
             give_up_after: DEFAULT_GIVE_UP_AFTER,
+            payloads: Payloads::default(),
         }
     }
 }
@@ -128,6 +131,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("redrive_write", &self.redrive_write)
             .field("max_attempts", &self.max_attempts)
             .field("dead_letter", &self.dead_letter)
+            .field("payloads", &self.payloads)
             .field("create_if_missing", &self.create_if_missing)
             .field("give_up_after", &self.give_up_after)
             .finish_non_exhaustive()
@@ -337,6 +341,16 @@ impl EngineBuilder {
         self
     }
 
+    /// Bodies stored in S3 by AWS's extended client libraries (or by the broker's
+    /// publishers) are fetched before the handler sees their message, and deleted from S3 once
+    /// the message is: see [`LargePayloads`](crate::LargePayloads). Without it, a pointer
+    /// reaches the handler as received.
+    #[cfg(feature = "s3")]
+    pub fn large_payloads(mut self, payloads: crate::LargePayloads) -> Self {
+        self.payloads.s3 = Some(Arc::new(payloads));
+        self
+    }
+
     /// How long a handler may run: past it, the handler is cancelled (its future dropped) and
     /// its message settled by [`on_processing_timeout`](Self::on_processing_timeout), with a
     /// warning on the message's span. A batch handler's deadline covers its whole batch. Not
@@ -534,6 +548,7 @@ impl EngineBuilder {
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),
             health: HealthCells::new(&queue_name, give_up_after),
+            payloads: self.payloads,
         })
     }
 }

@@ -16,6 +16,7 @@ use crate::error_policy::HandlerErrorPolicy;
 use crate::fifo::FifoOrder;
 use crate::handler::{BatchHandler, Handler};
 use crate::health::{HealthCells, HealthHandle};
+use crate::large_payload::Payloads;
 use crate::metrics::{Stats, StatsCells};
 use crate::pause::PauseHandle;
 use crate::processing_limit::ProcessingLimit;
@@ -87,6 +88,7 @@ pub struct Engine {
     create_if_missing: bool,
     stats: Arc<StatsCells>,
     health: Arc<HealthCells>,
+    payloads: Payloads,
 }
 
 impl std::fmt::Debug for Engine {
@@ -247,6 +249,7 @@ impl Engine {
         queue.on_handler_error = self.on_handler_error;
         queue.processing = self.processing;
         queue.paused = self.pause.watch();
+        queue.payloads = self.payloads.clone();
         let queue = Arc::new(queue);
         info!(queue = %queue.name, url = %queue.url, visibility_timeout = queue.visibility_timeout, "queue opened");
         queue.metrics.workers(self.workers);

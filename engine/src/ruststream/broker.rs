@@ -53,6 +53,8 @@ pub struct SqsBroker {
     confirm_settlements: bool,
     sdk_config: Option<SdkConfig>,
     api: Option<Arc<dyn SqsApi>>,
+    #[cfg(feature = "s3")]
+    large_payloads: Option<crate::LargePayloads>,
     /// The connection of this broker and its clones: a clone connects through it while it is
     /// open, so a startup hook holding a clone wires what the app's own connection uses.
     connection: SharedConnection,
@@ -122,6 +124,16 @@ impl SqsBroker {
     /// counted (`sqs_engine_settlements_total`), as the native API does it.
     pub fn confirm_settlements(mut self) -> Self {
         self.confirm_settlements = true;
+        self
+    }
+
+    /// Bodies too large for SQS go through S3, as AWS's extended client libraries send them:
+    /// the subscriptions fetch a pointer's body before the handler sees the message, and the
+    /// publishers store a body over the threshold in the bucket (see
+    /// [`LargePayloads`](crate::LargePayloads)).
+    #[cfg(feature = "s3")]
+    pub fn large_payloads(mut self, payloads: crate::LargePayloads) -> Self {
+        self.large_payloads = Some(payloads);
         self
     }
 
@@ -272,9 +284,15 @@ impl Broker for SqsBroker {
         let create_if_missing = self.create_if_missing;
         let confirm_settlements = self.confirm_settlements;
         let shared = self.clone();
+        #[cfg(feature = "s3")]
+        let large_payloads = self.large_payloads.clone();
         let services = self.build_services().await;
         let mut core = Core::new(services, runtime);
         core.confirm_settlements = confirm_settlements;
+        #[cfg(feature = "s3")]
+        {
+            core.large_payloads = large_payloads.map(Arc::new);
+        }
         let connected = ConnectedSqsBroker {
             core: Arc::new(core),
             create_if_missing,
@@ -367,6 +385,10 @@ impl ConnectedSqsBroker {
             .create_if_missing(queue.create_if_missing);
         if let Some(visibility) = queue.visibility_secs() {
             builder = builder.visibility_timeout(visibility);
+        }
+        #[cfg(feature = "s3")]
+        if let Some(payloads) = &self.core.large_payloads {
+            builder = builder.large_payloads(crate::LargePayloads::clone(payloads));
         }
         if let Some(rate) = queue.receive_rate() {
             builder = builder.max_receive_rate(rate);

@@ -35,6 +35,9 @@ pub(crate) struct Core {
     pub(super) redrives: Mutex<HashMap<String, (NonZeroU32, String)>>,
     pub(super) consumers: Mutex<Vec<ConsumerHandle>>,
     pub(super) publishing: Publishing,
+    /// Where bodies too large for SQS go, when the broker was given a bucket's client.
+    #[cfg(feature = "s3")]
+    pub(crate) large_payloads: Option<Arc<crate::LargePayloads>>,
     dedup_prefix: String,
     dedup_seq: AtomicU64,
     /// The in-process SQS the broker runs on, when the test harness connected it.
@@ -66,6 +69,8 @@ impl Core {
             consumers: Mutex::new(Vec::new()),
             dedup_prefix: format!("se-{:x}-{nanos:x}", std::process::id()),
             dedup_seq: AtomicU64::new(0),
+            #[cfg(feature = "s3")]
+            large_payloads: None,
             #[cfg(feature = "testing")]
             in_process: None,
             #[cfg(feature = "testing")]

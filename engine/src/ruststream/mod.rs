@@ -109,6 +109,8 @@ mod queue_policy;
 mod services;
 #[cfg(feature = "sns")]
 mod sns;
+#[cfg(feature = "s3")]
+mod stored;
 mod subscriber;
 #[cfg(feature = "sns")]
 mod topic;

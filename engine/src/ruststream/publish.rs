@@ -205,23 +205,42 @@ impl SqsPublisher {
         Ok(core)
     }
 
-    /// Builds the entry and queues it; the receiver answers once SQS has.
+    /// Builds the entry and queues it, unless its body goes to S3 first; the receiver answers
+    /// once SQS has.
     fn enqueue(
         &self,
         destination: &str,
         payload: Vec<u8>,
         headers: &::ruststream::HeaderMap,
         options: Option<&SqsPublishOptions>,
-    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+    ) -> Result<Queued, SqsError> {
         let core = self.core()?;
+        #[cfg(feature = "s3")]
+        if let Some(payloads) = core.large_payloads.clone() {
+            // Any size builds: a message over the threshold is stored, and its pointer is small.
+            let (target, entry, bytes) =
+                self.entry_of_at_most(destination, payload, headers, options, usize::MAX)?;
+            if payloads.stores(bytes) {
+                return Ok(Queued::ToStore(super::stored::ToStore {
+                    core,
+                    payloads,
+                    destination: destination.to_owned(),
+                    target,
+                    entry,
+                }));
+            }
+            return super::stored::enqueue(&core, destination, target, entry).map(Queued::Sent);
+        }
         let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
-        core.publishing().enqueue(
-            || core.is_closed(),
-            destination,
-            Target::Queue(target),
-            entry,
-            bytes,
-        )
+        core.publishing()
+            .enqueue(
+                || core.is_closed(),
+                destination,
+                Target::Queue(target),
+                entry,
+                bytes,
+            )
+            .map(Queued::Sent)
     }
 
     /// The queue a message for `destination` goes to, its `SendMessageBatch` entry and its
@@ -232,6 +251,18 @@ impl SqsPublisher {
         payload: Vec<u8>,
         headers: &::ruststream::HeaderMap,
         options: Option<&SqsPublishOptions>,
+    ) -> Result<(String, SendEntry, usize), SqsError> {
+        self.entry_of_at_most(destination, payload, headers, options, MAX_MESSAGE_BYTES)
+    }
+
+    /// As [`entry`](Self::entry), for a message of at most `max_bytes`.
+    fn entry_of_at_most(
+        &self,
+        destination: &str,
+        payload: Vec<u8>,
+        headers: &::ruststream::HeaderMap,
+        options: Option<&SqsPublishOptions>,
+        max_bytes: usize,
     ) -> Result<(String, SendEntry, usize), SqsError> {
         let target = queue_name(destination).into_owned();
         let message = OutgoingEntry {
@@ -244,9 +275,26 @@ impl SqsPublisher {
             &*self.core()?,
             is_fifo(&target),
             self.group_id.as_deref(),
-            MAX_MESSAGE_BYTES,
+            max_bytes,
         )?;
         Ok((target, entry, bytes))
+    }
+}
+
+/// A publish once built: queued for its call, or with a body to store in S3 first.
+enum Queued {
+    Sent(oneshot::Receiver<Result<(), SqsError>>),
+    #[cfg(feature = "s3")]
+    ToStore(super::stored::ToStore),
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Sent(_) => "Sent",
+            #[cfg(feature = "s3")]
+            Self::ToStore(_) => "ToStore",
+        })
     }
 }
 
@@ -397,13 +445,16 @@ impl Publisher for SqsPublisher {
     ///
     /// [`SqsError::Refused`] or [`SqsError::NotFifo`] for a message SQS would refuse or
     /// alter, before anything is sent; [`SqsError::Publish`] when SQS refused the entry or
-    /// could not be reached within the retry budget; [`SqsError::NotConnected`] after the
-    /// broker shut down.
+    /// could not be reached within the retry budget, or (with
+    /// [`large_payloads`](super::SqsBroker::large_payloads)) when its body could not be stored
+    /// in S3; [`SqsError::NotConnected`] after the broker shut down.
     ///
     /// # Cancel safety
     ///
     /// The message is queued when this is called, before the future is first polled; dropping
-    /// the future does not withdraw it, only its answer is lost.
+    /// the future does not withdraw it, only its answer is lost. A message whose body goes to
+    /// S3 is queued once the body is stored: dropping the future before then sends nothing
+    /// (an object already stored stays).
     fn publish(
         &self,
         msg: OutgoingFor<'_, Take>,
@@ -412,10 +463,19 @@ impl Publisher for SqsPublisher {
         let (name, payload, headers) = msg.into_parts();
         let queued = self.enqueue(name, Vec::from(payload), &headers, options);
         async move {
-            match queued {
-                Ok(answer) => answer.await.unwrap_or(Err(SqsError::NotConnected)),
-                Err(error) => Err(error),
-            }
+            #[cfg_attr(
+                not(feature = "s3"),
+                expect(
+                    clippy::infallible_destructuring_match,
+                    reason = "a body goes to S3 first only with feature s3"
+                )
+            )]
+            let answer = match queued? {
+                Queued::Sent(answer) => answer,
+                #[cfg(feature = "s3")]
+                Queued::ToStore(to_store) => to_store.store_and_enqueue().await?,
+            };
+            answer.await.unwrap_or(Err(SqsError::NotConnected))
         }
     }
 }

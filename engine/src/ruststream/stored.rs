@@ -1,0 +1,61 @@
+//! A publish whose body goes to S3 before its entry is queued (see
+//! [`SqsBroker::large_payloads`](super::SqsBroker::large_payloads)).
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use super::connection::Core;
+use super::error::SqsError;
+use super::publishing::Target;
+use crate::LargePayloads;
+use crate::api::SendEntry;
+
+/// A built entry whose body is to be stored in S3.
+pub(super) struct ToStore {
+    pub(super) core: Arc<Core>,
+    pub(super) payloads: Arc<LargePayloads>,
+    /// The destination, as the publish named it.
+    pub(super) destination: String,
+    /// The queue it goes to.
+    pub(super) target: String,
+    pub(super) entry: SendEntry,
+}
+
+impl ToStore {
+    /// Stores the body, then queues the entry with the pointer in its place.
+    ///
+    /// # Errors
+    ///
+    /// [`SqsError::Publish`] when the body could not be stored; as
+    /// [`Publishing::enqueue`](super::publishing::Publishing::enqueue) otherwise.
+    pub(super) async fn store_and_enqueue(
+        mut self,
+    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+        self.payloads
+            .store(&mut self.entry)
+            .await
+            .map_err(|reason| SqsError::Publish {
+                destination: self.destination.clone(),
+                source: reason.into(),
+            })?;
+        enqueue(&self.core, &self.destination, self.target, self.entry)
+    }
+}
+
+/// Queues `entry` for `target`, sized as it now is.
+pub(super) fn enqueue(
+    core: &Arc<Core>,
+    destination: &str,
+    target: String,
+    entry: SendEntry,
+) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+    let bytes = entry.size();
+    core.publishing().enqueue(
+        || core.is_closed(),
+        destination,
+        Target::Queue(target),
+        entry,
+        bytes,
+    )
+}

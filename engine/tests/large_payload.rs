@@ -1,0 +1,315 @@
+//! Bodies too large for SQS through S3, against LocalStack's SQS and S3, with AWS's own Python
+//! extended client (PyPI's `amazon-sqs-extended-client`, run by `scripts/extended-client.py`)
+//! on the other side: it sends and sqs-engine receives, sqs-engine sends and it receives.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aws_sdk_sqs::types::MessageAttributeValue;
+use futures::future::join_all;
+use ruststream::{Broker, ConnectedBroker, HeaderMap, OutgoingMessage};
+use sqs_engine::prelude::*;
+use sqs_engine::{LargePayloads, Message, Outcome};
+use sqs_engine_test_support as support;
+
+/// An S3 client on LocalStack: path-style, as a local endpoint has no bucket subdomains.
+async fn s3() -> aws_sdk_s3::Client {
+    let config = support::sdk_config().await;
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+/// A new bucket, by a unique name.
+async fn bucket(s3: &aws_sdk_s3::Client) -> String {
+    let name = support::unique("payloads").to_lowercase().replace('_', "-");
+    s3.create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .expect("CreateBucket");
+    name
+}
+
+/// The keys of the objects in `bucket`.
+async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
+    s3.list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("ListObjectsV2")
+        .contents
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|object| object.key)
+        .collect()
+}
+
+/// A text of `len` bytes that differs along its length, so that a truncated or reordered copy
+/// does not compare equal.
+fn large_body(len: usize) -> String {
+    let mut body: String = (0..len.div_ceil(8)).map(|n| format!("{n:07} ")).collect();
+    body.truncate(len);
+    body
+}
+
+/// Runs the Python extended client's `command` (`send` or `receive`) on `queue_url` and
+/// `bucket`, with `file` the body to send or where to write the body received.
+///
+/// # Panics
+///
+/// When its venv cannot be made or the command fails.
+fn extended_client(command: &str, queue_url: &str, bucket: &str, file: &Path) {
+    let scripts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts");
+    let python = Command::new(scripts.join("extended-client.sh"))
+        .arg("python")
+        .output()
+        .expect("run scripts/extended-client.sh");
+    assert!(
+        python.status.success(),
+        "scripts/extended-client.sh python failed: {}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+    let python = String::from_utf8(python.stdout).expect("a path");
+    let status = Command::new(python.trim())
+        .arg(scripts.join("extended-client.py"))
+        .args([command, queue_url, bucket])
+        .arg(file)
+        .env("AWS_ENDPOINT_URL", support::endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .status()
+        .expect("run the extended client");
+    assert!(status.success(), "extended-client.py {command} failed");
+}
+
+/// A file of its own for one test's body.
+fn body_file(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{}.txt", support::unique(name)))
+}
+
+/// What the handler saw: each body with its message attributes' names.
+type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+/// Runs an engine with `payloads` on `queue` until the handler saw `expected` messages (or
+/// none for 5 s when `expected` is 0), and returns what it saw.
+async fn receive_with(queue: &str, payloads: LargePayloads, expected: usize) -> Seen {
+    let seen: Seen = Arc::default();
+    let engine = support::builder(queue)
+        .await
+        .large_payloads(payloads)
+        .build()
+        .expect("engine");
+    let running = support::spawn_engine(engine, {
+        let seen = Arc::clone(&seen);
+        move |message: Message| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let mut names: Vec<String> = message.message_attributes().keys().cloned().collect();
+                names.sort();
+                seen.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((message.into_body(), names));
+                Outcome::Ack
+            }
+        }
+    });
+    if expected == 0 {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    } else {
+        support::eventually(
+            Duration::from_secs(30),
+            "the handler sees the messages",
+            || seen.lock().unwrap_or_else(PoisonError::into_inner).len() >= expected,
+        )
+        .await;
+    }
+    running.shutdown().await;
+    seen
+}
+
+/// Waits until `bucket` holds `expected` objects, for at most 10 s.
+async fn until_objects(s3: &aws_sdk_s3::Client, bucket: &str, expected: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = objects(s3, bucket).await;
+        if keys.len() == expected || tokio::time::Instant::now() >= deadline {
+            return keys;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_the_python_extended_client_stored_in_s3_reaches_the_handler_whole_and_goes_with_the_ack()
+ {
+    let s3 = s3().await;
+    let sqs = support::client().await;
+    let bucket = bucket(&s3).await;
+    let queue = support::unique("large-in");
+    let url = support::create_queue(&sqs, &queue, 30).await;
+    let body = large_body(300_000);
+    let file = body_file("large-in");
+    std::fs::write(&file, &body).expect("write the body");
+    extended_client("send", &url, &bucket, &file);
+    assert_eq!(
+        objects(&s3, &bucket).await.len(),
+        1,
+        "the extended client stored the 300,000-byte body in S3"
+    );
+
+    let seen = receive_with(&queue, LargePayloads::new(s3.clone()), 1).await;
+
+    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner));
+    assert_eq!(seen.len(), 1, "one message");
+    assert!(seen[0].0 == body, "the handler got the stored body whole");
+    assert!(
+        seen[0].1.is_empty(),
+        "the marking attribute is not among the message's attributes: {:?}",
+        seen[0].1
+    );
+    assert_eq!(
+        until_objects(&s3, &bucket, 0).await,
+        Vec::<String>::new(),
+        "the object is deleted once SQS deleted the message"
+    );
+    assert_eq!(
+        support::counts(&sqs, &url).await,
+        (0, 0),
+        "the message is deleted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_objects_leaves_the_object_after_the_ack() {
+    let s3 = s3().await;
+    let sqs = support::client().await;
+    let bucket = bucket(&s3).await;
+    let queue = support::unique("large-keep");
+    let url = support::create_queue(&sqs, &queue, 30).await;
+    let body = large_body(270_000);
+    let file = body_file("large-keep");
+    std::fs::write(&file, &body).expect("write the body");
+    extended_client("send", &url, &bucket, &file);
+
+    let seen = receive_with(&queue, LargePayloads::new(s3.clone()).keep_objects(), 1).await;
+
+    assert!(
+        seen.lock().unwrap_or_else(PoisonError::into_inner)[0].0 == body,
+        "the handler got the stored body whole"
+    );
+    assert_eq!(
+        support::counts(&sqs, &url).await,
+        (0, 0),
+        "the message is deleted"
+    );
+    assert_eq!(
+        objects(&s3, &bucket).await.len(),
+        1,
+        "the object stays with keep_objects"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pointer_to_a_missing_object_never_reaches_the_handler_and_the_message_stays() {
+    let log =
+        support::LogCapture::install(tracing::Level::WARN, support::log_capture::FmtSpan::NONE);
+    let s3 = s3().await;
+    let sqs = support::client().await;
+    let bucket = bucket(&s3).await;
+    let queue = support::unique("large-missing");
+    let url = support::create_queue(&sqs, &queue, 30).await;
+    let pointer = format!(
+        r#"["software.amazon.payloadoffloading.PayloadS3Pointer",{{"s3BucketName":"{bucket}","s3Key":"gone"}}]"#
+    );
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body(&pointer)
+        .message_attributes(
+            "ExtendedPayloadSize",
+            MessageAttributeValue::builder()
+                .data_type("Number")
+                .string_value("300000")
+                .build()
+                .expect("attribute"),
+        )
+        .send()
+        .await
+        .expect("SendMessage");
+
+    let seen = receive_with(&queue, LargePayloads::new(s3.clone()), 0).await;
+
+    assert!(
+        seen.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty(),
+        "the handler never sees a message whose body cannot be read"
+    );
+    let (visible, in_flight) = support::counts(&sqs, &url).await;
+    assert_eq!(
+        visible + in_flight,
+        1,
+        "the message stays in the queue, returned by the error policy"
+    );
+    let text = log.text();
+    assert!(
+        text.contains("cannot be read") && text.contains(&format!("s3://{bucket}/gone")),
+        "the warning names the message's object: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_stores_a_large_body_that_the_python_extended_client_receives_whole() {
+    let s3 = s3().await;
+    let sqs = support::client().await;
+    let bucket = bucket(&s3).await;
+    let queue = support::unique("large-out");
+    let url = support::create_queue(&sqs, &queue, 30).await;
+    let connected = SqsBroker::new()
+        .endpoint(support::endpoint())
+        .region("us-east-1")
+        .test_credentials()
+        .large_payloads(LargePayloads::new(s3.clone()).bucket(&bucket))
+        .connect()
+        .await
+        .expect("connect");
+    let publisher = connected.publisher();
+    let large = large_body(600_000);
+    let small = "a small body stays in SQS".to_owned();
+    let published = join_all([&large, &small].map(|body| {
+        publisher.publish(
+            OutgoingMessage::produced(&queue, ruststream::BytesMut::from(body.as_bytes()))
+                .with_headers(HeaderMap::new()),
+            None,
+        )
+    }))
+    .await;
+    for result in published {
+        result.expect("published");
+    }
+    assert_eq!(
+        objects(&s3, &bucket).await.len(),
+        1,
+        "only the body over the threshold went to S3"
+    );
+
+    let mut received = HashMap::new();
+    for n in 0..2 {
+        let file = body_file(&format!("large-out-{n}"));
+        extended_client("receive", &url, &bucket, &file);
+        let body = std::fs::read_to_string(&file).expect("the body received");
+        received.insert(body.len(), body);
+    }
+    assert!(
+        received.get(&large.len()) == Some(&large),
+        "the extended client read the large body whole from S3"
+    );
+    assert_eq!(received.get(&small.len()), Some(&small));
+    connected.shutdown().await.expect("shutdown");
+}
