@@ -32,6 +32,7 @@ mod ci;
 mod compare;
 mod consume;
 mod fill;
+mod large_payloads;
 mod number_arg;
 mod progress;
 mod report;
@@ -79,6 +80,10 @@ enum Command {
     /// Consume messages with the sqs-engine engine (acking each, or a deterministic mix of
     /// outcomes) and report what it cost.
     Consume(consume::ConsumeArgs),
+    /// What a body stored in S3 costs against the same body sent in SQS: both published
+    /// through the broker and consumed by the engine, on one SQS and S3 (LocalStack's port by
+    /// default); calls to SQS and S3, CPU and throughput per message, and their ratios.
+    LargePayloads(large_payloads::LargePayloadArgs),
     /// Run the embedded in-memory SQS server (a benchmark target) and print its endpoint.
     Serve(serve::ServeArgs),
     /// Run the payments seed service on sqs-engine's broker and on ruststream-sqs-sns, and
@@ -109,6 +114,7 @@ async fn main() -> ExitCode {
         Some(Command::Fill(args)) => fill::run(args).await,
         Some(Command::Consume(args)) => consume::run(args).await,
         Some(Command::Serve(args)) => serve::run(args).await,
+        Some(Command::LargePayloads(args)) => large_payloads::run(args).await,
         Some(Command::SeedPayments(args)) => seed::run(args).await,
         Some(Command::RunSeed(args)) => seed::child::run(args).await,
     };
