@@ -443,7 +443,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 }
                 drop(bytes);
                 // Bodies stored in S3 fetched, with the messages held and kept invisible.
-                let deliveries = queue.payloads.resolve(queue, deliveries).await;
+                let deliveries = stored::resolve(queue, deliveries).await;
                 if let Some(received) = room.split(deliveries.len()) {
                     received.forget();
                 }
@@ -602,5 +602,6 @@ fn oldest_age(deliveries: &[Delivery]) -> Option<Duration> {
 
 mod demand;
 mod sizing;
+mod stored;
 #[cfg(test)]
 mod tests;

@@ -10,20 +10,19 @@
 #[cfg(feature = "s3")]
 mod config;
 #[cfg(feature = "s3")]
-mod pointer;
+mod fetch;
 #[cfg(feature = "s3")]
-mod resolve;
+pub(crate) mod pointer;
 #[cfg(all(feature = "s3", feature = "ruststream"))]
 mod store;
 
 #[cfg(feature = "s3")]
 pub use config::LargePayloads;
 
+#[cfg(feature = "s3")]
 use std::sync::Arc;
 
 use crate::api::ReceivedMessage;
-use crate::delivery::Delivery;
-use crate::queue::QueueRuntime;
 
 /// What a queue does with bodies stored in S3: nothing, unless the engine was given
 /// [`LargePayloads`].
@@ -45,27 +44,6 @@ impl Payloads {
         }
         message.size()
     }
-
-    /// The deliveries of one receive, with each body stored in S3 in place of its pointer.
-    /// One whose body cannot be read is settled by the queue's handler-error policy, with a
-    /// warning that says why, and is not among those returned.
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: the deliveries are dropped with the future (unsettled, they come back
-    /// when their visibility lapses).
-    pub(crate) async fn resolve(
-        &self,
-        queue: &Arc<QueueRuntime>,
-        deliveries: Vec<Delivery>,
-    ) -> Vec<Delivery> {
-        #[cfg(feature = "s3")]
-        if let Some(s3) = &self.s3 {
-            return s3.resolve(queue, deliveries).await;
-        }
-        let _ = queue;
-        deliveries
-    }
 }
 
 impl std::fmt::Debug for Payloads {
@@ -81,6 +59,8 @@ impl std::fmt::Debug for Payloads {
 #[cfg(all(test, feature = "s3"))]
 mod tests {
     use std::collections::HashMap;
+
+    use std::sync::Arc;
 
     use super::*;
     use crate::attribute::{AttributeValue, MessageAttribute};

@@ -1,26 +1,49 @@
-//! Receiving: each pointer's body fetched from S3 before the handler sees the message.
+//! The bodies of one receive that are stored in S3, fetched before the deliveries are handed
+//! out (see [`LargePayloads`](crate::LargePayloads)).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use aws_sdk_s3::error::DisplayErrorContext;
-use tokio::time::Instant;
-use tracing::{debug, warn};
-
-use super::config::LargePayloads;
-use super::pointer::{self, S3Location};
 use crate::delivery::Delivery;
-use crate::outcome::Outcome;
 use crate::queue::QueueRuntime;
 
-impl LargePayloads {
-    /// See [`Payloads::resolve`](super::Payloads::resolve). The fetches of one receive run
-    /// together. On a FIFO queue, a message whose body cannot be read holds back the later
-    /// messages of its group in the same receive: they go back until it comes back.
-    pub(crate) async fn resolve(
-        &self,
+/// The deliveries of one receive, with each body stored in S3 in place of its pointer, when
+/// the queue fetches them. One whose body cannot be read is settled by the queue's
+/// handler-error policy, with a warning that says why, and is not among those returned; on a
+/// FIFO queue, the later messages of its group in the same receive go back until it comes
+/// back. The fetches of one receive run together, while the heartbeat keeps the messages
+/// invisible.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: the deliveries are dropped with the future (unsettled, they come back when
+/// their visibility lapses).
+pub(super) async fn resolve(queue: &Arc<QueueRuntime>, deliveries: Vec<Delivery>) -> Vec<Delivery> {
+    #[cfg(feature = "s3")]
+    if let Some(s3) = &queue.payloads.s3 {
+        return fetching::resolve(queue, s3, deliveries).await;
+    }
+    let _ = queue;
+    deliveries
+}
+
+#[cfg(feature = "s3")]
+mod fetching {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+    use tracing::{debug, warn};
+
+    use crate::LargePayloads;
+    use crate::delivery::Delivery;
+    use crate::large_payload::pointer;
+    use crate::outcome::Outcome;
+    use crate::queue::QueueRuntime;
+
+    pub(super) async fn resolve(
         queue: &Arc<QueueRuntime>,
+        s3: &LargePayloads,
         deliveries: Vec<Delivery>,
     ) -> Vec<Delivery> {
         if !deliveries
@@ -30,7 +53,7 @@ impl LargePayloads {
             return deliveries;
         }
         let fetched =
-            futures::future::join_all(deliveries.into_iter().map(|d| self.resolve_one(d))).await;
+            futures::future::join_all(deliveries.into_iter().map(|d| resolve_one(s3, d))).await;
         // The FIFO groups held back: the earliest unreadable message's sequence number and
         // when it comes back.
         let mut held_back: HashMap<String, (Option<u128>, Instant)> = HashMap::new();
@@ -84,7 +107,10 @@ impl LargePayloads {
     }
 
     /// `delivery` with its stored body in place of the pointer, or why it cannot have it.
-    async fn resolve_one(&self, mut delivery: Delivery) -> Result<Delivery, (Delivery, String)> {
+    async fn resolve_one(
+        s3: &LargePayloads,
+        mut delivery: Delivery,
+    ) -> Result<Delivery, (Delivery, String)> {
         if !pointer::is_marked(delivery.message().message_attributes()) {
             return Ok(delivery);
         }
@@ -92,14 +118,13 @@ impl LargePayloads {
             Ok(location) => location,
             Err(reason) => return Err((delivery, reason)),
         };
-        match self.fetch(&location).await {
+        match s3.fetch(&location).await {
             Ok(body) => {
                 delivery
                     .message_mut()
                     .replace_stored_body(body, pointer::unmark);
-                if self.delete_after_ack {
-                    let client = self.client.clone();
-                    delivery.after_delete(Box::new(move || delete_object(client, location)));
+                if let Some(deleter) = s3.deleter(location) {
+                    delivery.after_delete(Box::new(deleter));
                 }
                 Ok(delivery)
             }
@@ -107,57 +132,12 @@ impl LargePayloads {
         }
     }
 
-    /// The body stored at `location`, as text.
-    async fn fetch(&self, location: &S3Location) -> Result<String, String> {
-        let object = self
-            .client
-            .get_object()
-            .bucket(&location.bucket)
-            .key(&location.key)
-            .send()
-            .await
-            .map_err(|error| {
-                format!(
-                    "GetObject {location} failed: {}",
-                    DisplayErrorContext(error)
-                )
-            })?;
-        let bytes = object
-            .body
-            .collect()
-            .await
-            .map_err(|error| format!("reading {location} failed: {error}"))?
-            .into_bytes();
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| format!("{location} is not UTF-8 text, as a message body must be"))
-    }
-}
-
-/// When a message settled with `outcome` is visible again, if it stays in the queue.
-fn back_at(outcome: Outcome) -> Option<Instant> {
-    match outcome {
-        Outcome::Ack | Outcome::Drop => None,
-        Outcome::Retry => Some(Instant::now()),
-        Outcome::RetryAfter(delay) => Some(Instant::now() + delay.max(Duration::from_secs(1))),
-    }
-}
-
-/// Deletes the object of a message SQS deleted, on the side: a failure leaves the object (a
-/// bucket's lifecycle rule may expire it) and is logged.
-fn delete_object(client: aws_sdk_s3::Client, location: S3Location) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        warn!(object = %location, "no runtime to delete the message's object on; it stays in S3");
-        return;
-    };
-    runtime.spawn(async move {
-        if let Err(error) = client
-            .delete_object()
-            .bucket(&location.bucket)
-            .key(&location.key)
-            .send()
-            .await
-        {
-            warn!(object = %location, error = %DisplayErrorContext(error), "deleting the object of a deleted message failed; it stays in S3");
+    /// When a message settled with `outcome` is visible again, if it stays in the queue.
+    fn back_at(outcome: Outcome) -> Option<Instant> {
+        match outcome {
+            Outcome::Ack | Outcome::Drop => None,
+            Outcome::Retry => Some(Instant::now()),
+            Outcome::RetryAfter(delay) => Some(Instant::now() + delay.max(Duration::from_secs(1))),
         }
-    });
+    }
 }
