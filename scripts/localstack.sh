@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs LocalStack (SQS and SNS) as a plain Python process on loopback, without Docker.
+# Runs LocalStack (SQS, SNS and S3) as a plain Python process on loopback, without Docker.
 #
 #   scripts/localstack.sh install   create the cached venv from the lock file (if missing)
 #   scripts/localstack.sh start     install if needed, start, wait until healthy

@@ -1,6 +1,8 @@
 //! A publish whose body goes to S3 before its entry is queued (see
 //! [`SqsBroker::large_payloads`](super::SqsBroker::large_payloads)).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -10,6 +12,9 @@ use super::error::SqsError;
 use super::publishing::Target;
 use crate::LargePayloads;
 use crate::api::SendEntry;
+
+/// The answer to come for a queued publish, or why it was not queued.
+type Answer = Result<oneshot::Receiver<Result<(), SqsError>>, SqsError>;
 
 /// A built entry whose body is to be stored in S3.
 pub(super) struct ToStore {
@@ -29,17 +34,20 @@ impl ToStore {
     ///
     /// [`SqsError::Publish`] when the body could not be stored; as
     /// [`Publishing::enqueue`](super::publishing::Publishing::enqueue) otherwise.
-    pub(super) async fn store_and_enqueue(
-        mut self,
-    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
-        self.payloads
-            .store(&mut self.entry)
-            .await
-            .map_err(|reason| SqsError::Publish {
-                destination: self.destination.clone(),
-                source: reason.into(),
-            })?;
-        enqueue(&self.core, &self.destination, self.target, self.entry)
+    ///
+    /// Boxed: the publish future a framework's handler awaits stays as shallow as without S3
+    /// (a deeper one can pass the compiler's recursion limit in a service's own crate).
+    pub(super) fn store_and_enqueue(mut self) -> Pin<Box<dyn Future<Output = Answer> + Send>> {
+        Box::pin(async move {
+            self.payloads
+                .store(&mut self.entry)
+                .await
+                .map_err(|reason| SqsError::Publish {
+                    destination: self.destination.clone(),
+                    source: reason.into(),
+                })?;
+            enqueue(&self.core, &self.destination, self.target, self.entry)
+        })
     }
 }
 
@@ -49,7 +57,7 @@ pub(super) fn enqueue(
     destination: &str,
     target: String,
     entry: SendEntry,
-) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+) -> Answer {
     let bytes = entry.size();
     core.publishing().enqueue(
         || core.is_closed(),
