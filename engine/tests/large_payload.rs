@@ -50,6 +50,33 @@ async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
         .collect()
 }
 
+/// A test's bucket and queue, and the clients to reach them.
+struct Place {
+    s3: aws_sdk_s3::Client,
+    sqs: aws_sdk_sqs::Client,
+    bucket: String,
+    queue: String,
+    url: String,
+}
+
+impl Place {
+    /// A new bucket and a new queue named after `prefix`.
+    async fn new(prefix: &str) -> Self {
+        let s3 = s3().await;
+        let sqs = support::client().await;
+        let bucket = bucket(&s3).await;
+        let queue = support::unique(prefix);
+        let url = support::create_queue(&sqs, &queue, 30).await;
+        Self {
+            s3,
+            sqs,
+            bucket,
+            queue,
+            url,
+        }
+    }
+}
+
 /// A text of `len` bytes that differs along its length, so that a truncated or reordered copy
 /// does not compare equal.
 fn large_body(len: usize) -> String {
@@ -149,11 +176,13 @@ async fn until_objects(s3: &aws_sdk_s3::Client, bucket: &str, expected: usize) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_the_python_extended_client_stored_in_s3_reaches_the_handler_whole_and_goes_with_the_ack()
  {
-    let s3 = s3().await;
-    let sqs = support::client().await;
-    let bucket = bucket(&s3).await;
-    let queue = support::unique("large-in");
-    let url = support::create_queue(&sqs, &queue, 30).await;
+    let Place {
+        s3,
+        sqs,
+        bucket,
+        queue,
+        url,
+    } = Place::new("large-in").await;
     let body = large_body(300_000);
     let file = body_file("large-in");
     std::fs::write(&file, &body).expect("write the body");
@@ -188,11 +217,13 @@ async fn a_body_the_python_extended_client_stored_in_s3_reaches_the_handler_whol
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_objects_leaves_the_object_after_the_ack() {
-    let s3 = s3().await;
-    let sqs = support::client().await;
-    let bucket = bucket(&s3).await;
-    let queue = support::unique("large-keep");
-    let url = support::create_queue(&sqs, &queue, 30).await;
+    let Place {
+        s3,
+        sqs,
+        bucket,
+        queue,
+        url,
+    } = Place::new("large-keep").await;
     let body = large_body(270_000);
     let file = body_file("large-keep");
     std::fs::write(&file, &body).expect("write the body");
@@ -220,11 +251,13 @@ async fn keep_objects_leaves_the_object_after_the_ack() {
 async fn a_pointer_to_a_missing_object_never_reaches_the_handler_and_the_message_stays() {
     let log =
         support::LogCapture::install(tracing::Level::WARN, support::log_capture::FmtSpan::NONE);
-    let s3 = s3().await;
-    let sqs = support::client().await;
-    let bucket = bucket(&s3).await;
-    let queue = support::unique("large-missing");
-    let url = support::create_queue(&sqs, &queue, 30).await;
+    let Place {
+        s3,
+        sqs,
+        bucket,
+        queue,
+        url,
+    } = Place::new("large-missing").await;
     let pointer = format!(
         r#"["software.amazon.payloadoffloading.PayloadS3Pointer",{{"s3BucketName":"{bucket}","s3Key":"gone"}}]"#
     );
@@ -266,11 +299,13 @@ async fn a_pointer_to_a_missing_object_never_reaches_the_handler_and_the_message
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_broker_stores_a_large_body_that_the_python_extended_client_receives_whole() {
-    let s3 = s3().await;
-    let sqs = support::client().await;
-    let bucket = bucket(&s3).await;
-    let queue = support::unique("large-out");
-    let url = support::create_queue(&sqs, &queue, 30).await;
+    let Place {
+        s3,
+        sqs: _,
+        bucket,
+        queue,
+        url,
+    } = Place::new("large-out").await;
     let connected = SqsBroker::new()
         .endpoint(support::endpoint())
         .region("us-east-1")
