@@ -218,7 +218,7 @@ impl DispatchBench {
             handles.push(crate::engine::handle_one(
                 Arc::clone(handler),
                 delivery,
-                permit,
+                permit.into(),
             ));
         }
         tokio::spawn(crate::engine::JoinAll::new(handles))

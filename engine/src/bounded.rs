@@ -111,6 +111,12 @@ bounded! {
 }
 
 bounded! {
+    /// [`Share::weight`](crate::Share::weight): a lane's share of a worker pool among the
+    /// lanes of its priority.
+    PoolWeight(u32): "Share::weight" in 1..=1000
+}
+
+bounded! {
     /// [`receive_batch`](crate::EngineBuilder::receive_batch): messages asked for per receive,
     /// as many as SQS hands out in one.
     ReceiveBatch(usize): "receive_batch" in 1..=10

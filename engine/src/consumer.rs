@@ -267,6 +267,16 @@ impl Consumer {
         Some(delivery)
     }
 
+    /// Whether a delivery can be handed out without waiting for a receive (on a FIFO queue,
+    /// one whose group's turn it is, or a receive not yet sorted into turns).
+    pub(crate) fn has_ready(&self) -> bool {
+        let ready = match &self.gate {
+            Some(gate) => gate.has_ready(),
+            None => !self.buffered.is_empty(),
+        };
+        ready || !self.rx.is_empty()
+    }
+
     /// The deliveries of the next receive call, at most `max` (at least one), or `None` once
     /// the consumer stopped receiving and has nothing left. A receive larger than `max` is
     /// handed out over several calls, in order. On a FIFO queue, at most one delivery of each

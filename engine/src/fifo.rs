@@ -255,6 +255,11 @@ impl Gate {
         self.lock().ready.pop_front()
     }
 
+    /// Whether a delivery is ready to be handed out.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.lock().ready.is_empty()
+    }
+
     /// Whether it holds nothing: no turn under way, nothing ready or waiting.
     pub(crate) fn is_empty(&self) -> bool {
         let state = self.lock();

@@ -160,6 +160,7 @@ mod trace_context;
 mod turn;
 mod whole_seconds;
 mod worker_capacity;
+mod worker_pool;
 
 pub use api::{
     BoxFuture, CallError, CallErrorKind, EntryFailure, EntryResult, QueueAttributes,
@@ -188,6 +189,7 @@ pub use round_trip::RECEIVE_STOP_GRACE;
 pub use settle::Settlement;
 pub use sns_envelope::{SnsEnvelopeError, SnsNotification};
 pub use system_attributes::SystemAttributes;
+pub use worker_pool::{Share, WorkerPool};
 
 /// The RustStream prelude with the SQS broker: `use sqs_engine::prelude::*;`. See
 /// [`mod@ruststream`].

@@ -26,6 +26,7 @@ use crate::receiver::ReceiverConfig;
 use crate::redrive_policy::RedriveWrite;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::system_attributes::SystemAttributes;
+use crate::worker_pool::{Share, WorkerPool};
 
 /// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
 /// ranges.
@@ -39,7 +40,8 @@ pub struct EngineBuilder {
     api: Option<Arc<dyn SqsApi>>,
     queue: Option<String>,
     receivers: usize,
-    workers: usize,
+    workers: Option<usize>,
+    pool: Option<(WorkerPool, Share)>,
     prefetch: Option<usize>,
     max_held: usize,
     max_held_bytes: usize,
@@ -73,7 +75,8 @@ impl Default for EngineBuilder {
             api: None,
             queue: None,
             receivers: DEFAULT_RECEIVERS,
-            workers: 64,
+            workers: None,
+            pool: None,
             prefetch: None,
             max_held: DEFAULT_MAX_HELD,
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
@@ -109,6 +112,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("queue", &self.queue)
             .field("receivers", &self.receivers)
             .field("workers", &self.workers)
+            .field("pool", &self.pool)
             .field("prefetch", &self.prefetch)
             .field("max_held", &self.max_held)
             .field("max_held_bytes", &self.max_held_bytes)
@@ -179,7 +183,15 @@ impl EngineBuilder {
     /// Handler invocations at once, 1..=100 000. Default 64. A message whose handler has
     /// returned no longer counts here while its settlement waits for SQS.
     pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers;
+        self.workers = Some(workers);
+        self
+    }
+
+    /// Takes the workers from `pool`, shared with other engines, as `share` says, instead of
+    /// the engine's own [`workers`](Self::workers) (setting both is refused by
+    /// [`build`](Self::build)). See [`WorkerPool`].
+    pub fn worker_pool(mut self, pool: &WorkerPool, share: Share) -> Self {
+        self.pool = Some((pool.clone(), share));
         self
     }
 
@@ -458,7 +470,21 @@ impl EngineBuilder {
             .filter(|q| !q.is_empty())
             .ok_or_else(|| ConfigError::new("queue", "unset", "a queue name or URL"))?;
         let receivers = Receivers::new(self.receivers)?.get();
-        let workers = Workers::new(self.workers)?.get();
+        let (workers, pool) = match (self.workers, self.pool) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    "workers",
+                    "set together with worker_pool",
+                    "one of workers and worker_pool",
+                )
+                .into());
+            }
+            (workers, None) => (
+                Workers::new(workers.unwrap_or(DEFAULT_WORKERS))?.get(),
+                None,
+            ),
+            (None, Some((pool, share))) => (pool.workers(), Some(pool.lane(share)?)),
+        };
         let batch = ReceiveBatch::new(self.receive_batch)?;
         let receive_batch = batch.get();
         let max_batches_in_flight = BatchesInFlight::new(self.max_batches_in_flight)?.get();
@@ -522,6 +548,7 @@ impl EngineBuilder {
             queue,
             receivers,
             workers,
+            pool,
             capacity: max_held,
             capacity_kib: max_held_bytes / 1024,
             prefetch,
@@ -555,6 +582,9 @@ impl EngineBuilder {
 
 /// The most receivers at once, unless told otherwise.
 pub(crate) const DEFAULT_RECEIVERS: usize = 128;
+
+/// Handler invocations at once, unless told otherwise.
+const DEFAULT_WORKERS: usize = 64;
 
 /// The most messages held at once, unless told otherwise.
 const DEFAULT_MAX_HELD: usize = 4_096;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, warn};
@@ -20,6 +19,7 @@ use crate::limits::MAX_BATCH_ENTRIES;
 use crate::message_span::{batch_span, message_span};
 use crate::outcome::{BatchOutcome, Outcome};
 use crate::queue::QueueRuntime;
+use crate::worker_pool::{WorkerPermit, WorkerSource};
 
 /// Hands the deliveries to the handlers until `shutdown` completes, then shuts the consumer
 /// down: the receivers stop, what was not started goes back, running handlers get
@@ -29,6 +29,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     dispatch: Dispatch<S, B>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     workers: usize,
+    source: WorkerSource,
     shutdown_timeout: Duration,
 ) {
     let control = consumer.handle();
@@ -54,19 +55,21 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     };
 
     let tasks = TaskTracker::new();
-    let workers = Arc::new(Semaphore::new(workers));
     let abort = CancellationToken::new();
     let mut returned = Vec::new();
     'receive: loop {
+        if source.is_shared() && !consumer.has_ready() {
+            // About to wait for a receive: a shared pool's workers go to the other engines
+            // meanwhile.
+            source.idle();
+        }
         match &dispatch {
             Dispatch::Single(handler) => {
                 let Some(Some(delivery)) = unless_stopped(&stop, consumer.recv()).await else {
                     break 'receive;
                 };
                 // The pool's semaphore is never closed.
-                let Some(Ok(permit)) =
-                    unless_stopped(&stop, Arc::clone(&workers).acquire_owned()).await
-                else {
+                let Some(permit) = unless_stopped(&stop, source.acquire()).await else {
                     returned.push(delivery);
                     break 'receive;
                 };
@@ -77,7 +80,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 let mut group = Vec::with_capacity(GROUP_MAX);
                 group.push((delivery, permit));
                 while group.len() < GROUP_MAX {
-                    let Ok(permit) = Arc::clone(&workers).try_acquire_owned() else {
+                    let Some(permit) = source.try_acquire() else {
                         break;
                     };
                     let Some(delivery) = consumer.try_recv_buffered() else {
@@ -104,9 +107,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 else {
                     break 'receive;
                 };
-                let Some(Ok(permit)) =
-                    unless_stopped(&stop, Arc::clone(&workers).acquire_owned()).await
-                else {
+                let Some(permit) = unless_stopped(&stop, source.acquire()).await else {
                     returned.extend(batch);
                     break 'receive;
                 };
@@ -145,6 +146,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     }
 
     // Shutdown: no more receives; what was received but not started goes back at once.
+    source.idle();
     stop.cancel();
     let _ = watcher.await;
     // Handed out but not started: they no longer count as prefetched, and go back too.
@@ -183,7 +185,7 @@ const GROUP_MAX: usize = 10;
 pub(crate) fn handle_one<H: Handler>(
     handler: Arc<H>,
     delivery: Delivery,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    permit: WorkerPermit,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     let queue = Arc::clone(delivery.queue());
     let span = message_span(&queue.name, delivery.message());

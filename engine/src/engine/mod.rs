@@ -24,6 +24,7 @@ use crate::queue::{OpenOptions, QueueRuntime, Redrive};
 use crate::receiver::ReceiverConfig;
 use crate::settle::Answers;
 use crate::settle::coalescer::CoalescerConfig;
+use crate::worker_pool::{PoolLane, WorkerSource};
 
 mod builder;
 mod dispatch;
@@ -71,6 +72,8 @@ pub struct Engine {
     queue: String,
     receivers: usize,
     workers: usize,
+    /// The lane of a shared pool the workers come from, instead of the engine's own.
+    pool: Option<PoolLane>,
     capacity: usize,
     capacity_kib: usize,
     prefetch: usize,
@@ -270,11 +273,15 @@ impl Engine {
     }
 
     async fn run_with<S: Handler, B: BatchHandler>(
-        self,
+        mut self,
         dispatch: Dispatch<S, B>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Stats, Error> {
         let workers = self.workers;
+        let source = match self.pool.take() {
+            Some(lane) => WorkerSource::Shared(lane),
+            None => WorkerSource::own(workers),
+        };
         let shutdown_timeout = self.shutdown_timeout;
         let stats = Arc::clone(&self.stats);
         let health = Arc::clone(&self.health);
@@ -301,6 +308,7 @@ impl Engine {
             dispatch,
             shutdown,
             workers,
+            source,
             shutdown_timeout,
         )));
         match dispatcher.await {
