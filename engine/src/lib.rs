@@ -135,6 +135,7 @@ mod pressure;
 mod processing_limit;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
+mod publish;
 mod queue;
 pub mod queue_url;
 mod receive_rate;
@@ -184,6 +185,7 @@ pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIM
 pub use metrics::{Count, Stats};
 pub use outcome::{BatchOutcome, Outcome};
 pub use pause::PauseHandle;
+pub use publish::{OutgoingMessage, PublishError, Publisher, PublisherBuilder};
 pub use redrive_policy::RedriveWrite;
 pub use round_trip::RECEIVE_STOP_GRACE;
 pub use settle::Settlement;

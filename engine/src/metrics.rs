@@ -128,7 +128,6 @@ const BATCHES_IN_FLIGHT: &str = "sqs_engine_settle_batches_in_flight";
 /// The calls of one publish destination (a queue's `SendMessageBatch`, a topic's
 /// `PublishBatch`), in `sqs_engine_calls_total` and `sqs_engine_batch_entries` under the
 /// destination's name as `queue`. Registered once, when the destination is first published to.
-#[cfg(feature = "ruststream")]
 pub(crate) struct CallCounts {
     pub(crate) action: &'static str,
     ok: Counter,
@@ -136,7 +135,6 @@ pub(crate) struct CallCounts {
     entries: Histogram,
 }
 
-#[cfg(feature = "ruststream")]
 impl CallCounts {
     pub(crate) fn new(destination: &str, action: &'static str) -> Self {
         describe();

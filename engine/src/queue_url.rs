@@ -30,6 +30,12 @@ pub fn name_of(queue: &str) -> &str {
     }
 }
 
+/// Whether `destination` (a queue or topic, by name, URL or ARN) is FIFO: its name ends in
+/// `.fifo`.
+pub(crate) fn is_fifo(destination: &str) -> bool {
+    destination.trim_end_matches('/').ends_with(".fifo")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,6 @@ use crate::backoff::Backoff;
 
 /// Makes `call` until it succeeds, fails in a way retrying cannot mend, or has used the
 /// attempts `backoff` allows, sleeping a jittered delay between attempts.
-#[cfg(any(test, feature = "ruststream"))]
 pub(crate) async fn retrying<'a, T, F, Fut>(backoff: &Backoff, call: F) -> Result<T, CallError>
 where
     F: FnMut() -> Fut + 'a,

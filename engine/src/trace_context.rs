@@ -61,7 +61,6 @@ pub(crate) fn link_each<'a>(span: &tracing::Span, messages: impl IntoIterator<It
 /// Adds the current span's context to a message's `attributes` (see [`attributes_of`]),
 /// unless they hold a `traceparent` already: each attribute only while SQS's ten leave room
 /// and `fits` holds of the attributes with it (the message's size).
-#[cfg(any(test, feature = "ruststream"))]
 pub(crate) fn carry_current(
     attributes: &mut Vec<(String, MessageAttribute)>,
     fits: impl Fn(&[(String, MessageAttribute)]) -> bool,
@@ -88,7 +87,6 @@ pub(crate) fn carry_current(
 /// The message attributes that carry `span`'s context to a consumer: `traceparent`, and
 /// `tracestate` where the trace has one. None when the span is disabled, or the subscriber
 /// has no OpenTelemetry layer.
-#[cfg(any(test, feature = "ruststream"))]
 fn attributes_of(span: &tracing::Span) -> Vec<(String, MessageAttribute)> {
     let context = span.context();
     let span = context.span();
@@ -112,7 +110,6 @@ fn attributes_of(span: &tracing::Span) -> Vec<(String, MessageAttribute)> {
 }
 
 /// The `traceparent` of a span context: version 00.
-#[cfg(any(test, feature = "ruststream"))]
 fn traceparent_of(context: &SpanContext) -> String {
     format!(
         "00-{}-{}-{:02x}",

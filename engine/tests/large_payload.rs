@@ -334,17 +334,58 @@ async fn the_broker_stores_a_large_body_that_the_python_extended_client_receives
         "only the body over the threshold went to S3"
     );
 
+    extended_client_reads(&url, &bucket, &[&large, &small]);
+    connected.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_native_publisher_stores_a_large_body_that_the_python_extended_client_receives_whole() {
+    let Place {
+        s3,
+        sqs: _,
+        bucket,
+        queue,
+        url,
+    } = Place::new("large-native").await;
+    let publisher = sqs_engine::Publisher::builder()
+        .sdk_config(&support::sdk_config().await)
+        .large_payloads(LargePayloads::new(s3.clone()).bucket(&bucket))
+        .build()
+        .expect("publisher");
+    let large = large_body(700_000);
+    let small = "a small body stays in SQS".to_owned();
+    let sent = join_all(
+        [&large, &small]
+            .map(|body| publisher.send(&queue, sqs_engine::OutgoingMessage::new(body.as_str()))),
+    )
+    .await;
+    for result in sent {
+        result.expect("sent");
+    }
+    assert_eq!(
+        objects(&s3, &bucket).await.len(),
+        1,
+        "only the body over the threshold went to S3"
+    );
+    extended_client_reads(&url, &bucket, &[&large, &small]);
+    publisher.close().await;
+}
+
+/// Receives as many messages from `url` with the Python extended client as `bodies` has, and
+/// checks that it read each of them whole (bodies of distinct lengths).
+fn extended_client_reads(url: &str, bucket: &str, bodies: &[&String]) {
     let mut received = HashMap::new();
-    for n in 0..2 {
-        let file = body_file(&format!("large-out-{n}"));
-        extended_client("receive", &url, &bucket, &file);
+    for n in 0..bodies.len() {
+        let file = body_file(&format!("read-{n}"));
+        extended_client("receive", url, bucket, &file);
         let body = std::fs::read_to_string(&file).expect("the body received");
         received.insert(body.len(), body);
     }
-    assert!(
-        received.get(&large.len()) == Some(&large),
-        "the extended client read the large body whole from S3"
-    );
-    assert_eq!(received.get(&small.len()), Some(&small));
-    connected.shutdown().await.expect("shutdown");
+    for body in bodies {
+        assert!(
+            received.get(&body.len()) == Some(*body),
+            "the extended client did not read the body of {} bytes whole",
+            body.len()
+        );
+    }
 }

@@ -41,6 +41,8 @@ impl EntryFailure {
             "InvalidBatchEntryId",
             "BatchEntryIdsNotDistinct",
             "InvalidAddress",
+            // A body with characters SQS does not take (LocalStack calls it its own fault).
+            "InvalidMessageContents",
         ];
         if PERMANENT.contains(&self.code.as_str()) {
             return false;
@@ -78,6 +80,7 @@ mod tests {
     fn an_invalid_receipt_handle_is_permanent_even_without_sender_fault() {
         assert!(!failure("ReceiptHandleIsInvalid", false).is_transient());
         assert!(!failure("ReceiptHandleIsInvalid", true).is_transient());
+        assert!(!failure("InvalidMessageContents", false).is_transient());
     }
 
     #[test]

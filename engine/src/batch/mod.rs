@@ -17,7 +17,6 @@
 //! flight per key on an ordered line, for settlement ([`distinct::DistinctKeys`]); a byte
 //! budget per call for publishing ([`budget::ByteBudget`]).
 
-#[cfg(any(test, feature = "ruststream"))]
 pub(crate) mod budget;
 pub(crate) mod distinct;
 mod reason;
@@ -131,7 +130,6 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
     }
 
     /// [`push`](Self::push), unless draining: then the entry is handed back.
-    #[cfg(any(test, feature = "ruststream"))]
     pub(crate) fn offer(&mut self, entry: E) -> Result<bool, E> {
         if self.draining {
             return Err(entry);

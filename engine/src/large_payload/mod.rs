@@ -3,8 +3,8 @@
 //!
 //! With the `s3` feature, [`LargePayloads`] given to
 //! [`EngineBuilder::large_payloads`](crate::EngineBuilder::large_payloads) (or to the broker)
-//! resolves a pointer before the handler sees the message, and the broker's publishers store a
-//! body over the threshold. Without it, [`Payloads`] is empty and a pointer reaches the handler
+//! resolves a pointer before the handler sees the message, and the publishers (the native
+//! [`Publisher`](crate::Publisher) and the broker's) store a body over the threshold. Without it, [`Payloads`] is empty and a pointer reaches the handler
 //! as it was received.
 
 #[cfg(feature = "s3")]
@@ -13,7 +13,7 @@ mod config;
 mod fetch;
 #[cfg(feature = "s3")]
 pub(crate) mod pointer;
-#[cfg(all(feature = "s3", feature = "ruststream"))]
+#[cfg(feature = "s3")]
 mod store;
 
 #[cfg(feature = "s3")]

@@ -87,10 +87,6 @@ pub(crate) fn parse(body: &str) -> Result<S3Location, String> {
 }
 
 /// The pointer's body for `location`, as the current libraries write it.
-#[cfg_attr(
-    not(feature = "ruststream"),
-    allow(dead_code, reason = "only the broker's publishers store bodies")
-)]
 pub(crate) fn format(location: &S3Location) -> String {
     let place = Place {
         bucket: location.bucket.clone(),
@@ -101,10 +97,6 @@ pub(crate) fn format(location: &S3Location) -> String {
 }
 
 /// The attribute that marks a body of `size` bytes stored in S3.
-#[cfg_attr(
-    not(feature = "ruststream"),
-    allow(dead_code, reason = "only the broker's publishers store bodies")
-)]
 pub(crate) fn marking(size: usize) -> (String, MessageAttribute) {
     (
         SIZE_ATTRIBUTE.to_owned(),

@@ -15,12 +15,12 @@ use super::connection::{ConnectedSqsBroker, Core, SharedConnection};
 use super::error::SqsError;
 use super::publish::{SqsPublish, SqsPublisher};
 use super::queue::{SqsQueue, check_redrive, queue_name};
-use super::services::Services;
 use super::subscriber::SqsSubscriber;
 use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::consumer::ConsumerHandle;
 use crate::engine::Engine;
+use crate::publish::Services;
 use crate::system_attributes::SystemAttributes;
 
 /// The SQS broker for RustStream, on the engine: settlements and heartbeats go out in batch
@@ -256,7 +256,7 @@ impl SqsBroker {
         Services {
             sqs,
             #[cfg(feature = "sns")]
-            sns,
+            sns: Some(sns),
         }
     }
 }
@@ -439,7 +439,7 @@ impl ConnectedBroker for ConnectedSqsBroker {
     /// the broker's runtime runs.
     async fn shutdown(self) -> Result<(), SqsError> {
         self.core.closed.store(true, Ordering::Release);
-        self.core.publishing.drain().await;
+        self.core.publisher.close().await;
         let consumers: Vec<ConsumerHandle> = std::mem::take(
             &mut *self
                 .core

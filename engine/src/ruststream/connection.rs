@@ -4,13 +4,12 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::publishing::Publishing;
-use super::services::Services;
 use crate::api::SqsApi;
 use crate::consumer::ConsumerHandle;
+use crate::publish::{Publisher, Services};
 
 /// The connection a broker and its clones share.
 pub(crate) type SharedConnection = Arc<Mutex<Option<ConnectedSqsBroker>>>;
@@ -34,12 +33,11 @@ pub(crate) struct Core {
     /// The redrive policies declared on bare queue names, until they are subscribed.
     pub(super) redrives: Mutex<HashMap<String, (NonZeroU32, String)>>,
     pub(super) consumers: Mutex<Vec<ConsumerHandle>>,
-    pub(super) publishing: Publishing,
+    /// The publisher whose batches the broker's publishers queue their entries in.
+    pub(super) publisher: Publisher,
     /// Where bodies too large for SQS go, when the broker was given a bucket's client.
     #[cfg(feature = "s3")]
     pub(crate) large_payloads: Option<Arc<crate::LargePayloads>>,
-    dedup_prefix: String,
-    dedup_seq: AtomicU64,
     /// The in-process SQS the broker runs on, when the test harness connected it.
     #[cfg(feature = "testing")]
     pub(crate) in_process: Option<crate::testing::InProcessSqs>,
@@ -51,12 +49,8 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn new(services: Services, runtime: tokio::runtime::Handle) -> Self {
         let api = Arc::clone(&services.sqs);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
         Self {
-            publishing: Publishing::new(services, runtime.clone()),
+            publisher: Publisher::with_services(services, runtime.clone()),
             api,
             #[cfg(feature = "sns")]
             topic_queues: Mutex::new(HashMap::new()),
@@ -67,8 +61,6 @@ impl Core {
             confirm_settlements: false,
             redrives: Mutex::new(HashMap::new()),
             consumers: Mutex::new(Vec::new()),
-            dedup_prefix: format!("se-{:x}-{nanos:x}", std::process::id()),
-            dedup_seq: AtomicU64::new(0),
             #[cfg(feature = "s3")]
             large_payloads: None,
             #[cfg(feature = "testing")]
@@ -136,8 +128,8 @@ impl Core {
             .collect()
     }
 
-    pub(crate) fn publishing(&self) -> &Publishing {
-        &self.publishing
+    pub(crate) fn publisher(&self) -> &Publisher {
+        &self.publisher
     }
 
     /// Notes that `queue` is subscribed to `topic` (both as the service named them), for the
@@ -167,8 +159,7 @@ impl Core {
 
     /// A deduplication id no other publish of this process uses.
     pub(crate) fn next_deduplication_id(&self) -> String {
-        let seq = self.dedup_seq.fetch_add(1, Ordering::Relaxed);
-        format!("{}-{seq:x}", self.dedup_prefix)
+        self.publisher.next_deduplication_id()
     }
 }
 

@@ -100,3 +100,40 @@ pub enum SqsError {
         source: Box<dyn StdError + Send + Sync>,
     },
 }
+
+impl From<crate::PublishError> for SqsError {
+    fn from(error: crate::PublishError) -> Self {
+        use crate::PublishError;
+        match error {
+            PublishError::Refused {
+                destination,
+                reason,
+            } => Self::Refused {
+                destination,
+                reason,
+            },
+            PublishError::NotFifo {
+                destination,
+                setting,
+            } => Self::NotFifo {
+                destination,
+                setting,
+            },
+            PublishError::Failed {
+                destination,
+                source,
+            } => Self::Publish {
+                destination,
+                source: Box::new(source),
+            },
+            PublishError::NotStored {
+                destination,
+                reason,
+            } => Self::Publish {
+                destination,
+                source: reason.into(),
+            },
+            PublishError::Closed => Self::NotConnected,
+        }
+    }
+}

@@ -63,7 +63,7 @@ impl ConnectedSqsBroker {
         if self.core().is_closed() {
             return Err(SqsError::NotConnected);
         }
-        let publishing = self.core().publishing();
+        let publishing = self.core().publisher().publishing();
         let services = publishing.services();
         let backoff = publishing.backoff();
         let topic = topic_name(topic).into_owned();
@@ -108,8 +108,8 @@ impl ConnectedSqsBroker {
             }
             queue_arn
         };
-        let subscribed =
-            retrying(&backoff, || services.sns.subscribe_queue(&arn, &queue_arn)).await;
+        let sns = services.sns().map_err(&topic_failed)?;
+        let subscribed = retrying(&backoff, || sns.subscribe_queue(&arn, &queue_arn)).await;
         CallCounts::single(&topic, "Subscribe", subscribed.is_ok());
         subscribed.map_err(topic_failed)?;
         self.core().note_topic_queue(&topic, queue);

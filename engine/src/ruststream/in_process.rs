@@ -35,7 +35,7 @@ use super::error::SqsError;
 use super::message::decode;
 use super::publish::SqsPublisher;
 use super::queue::queue_name;
-use super::services::Services;
+use crate::publish::Services;
 use crate::testing::{InProcessSqs, Observer};
 
 /// An endpoint and a region, as the broker was given them.
@@ -86,7 +86,7 @@ impl InProcess for SqsBroker {
         let services = Services {
             sqs: Arc::new(sqs.clone()),
             #[cfg(feature = "sns")]
-            sns: Arc::new(sqs.clone()),
+            sns: Some(Arc::new(sqs.clone())),
         };
         let mut core = Core::new(services, runtime);
         core.in_process = Some(sqs);

@@ -102,11 +102,9 @@ mod fan_out;
 mod in_process;
 mod message;
 mod publish;
-mod publishing;
 mod queue;
 #[cfg(feature = "sns")]
 mod queue_policy;
-mod services;
 #[cfg(feature = "sns")]
 mod sns;
 #[cfg(feature = "s3")]

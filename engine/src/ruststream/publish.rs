@@ -11,11 +11,11 @@ use super::PARTITION_KEY_HEADER;
 use super::connection::{ConnectedSqsBroker, Core, SharedConnection};
 use super::error::SqsError;
 use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
-use super::publishing::Target;
 use super::queue::{is_fifo, queue_name};
 use crate::api::SendEntry;
 use crate::attribute::{AttributeValue, MessageAttribute};
 use crate::limits::{MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES};
+use crate::publish::{Answer, PublishError, Target};
 
 /// The group of a FIFO publish that names none.
 const DEFAULT_GROUP: &str = "default";
@@ -232,15 +232,10 @@ impl SqsPublisher {
             return super::stored::enqueue(&core, destination, target, entry).map(Queued::Sent);
         }
         let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
-        core.publishing()
-            .enqueue(
-                || core.is_closed(),
-                destination,
-                Target::Queue(target),
-                entry,
-                bytes,
-            )
+        core.publisher()
+            .enqueue(destination, Target::Queue(target), entry, bytes)
             .map(Queued::Sent)
+            .map_err(SqsError::from)
     }
 
     /// The queue a message for `destination` goes to, its `SendMessageBatch` entry and its
@@ -283,7 +278,7 @@ impl SqsPublisher {
 
 /// A publish once built: queued for its call, or with a body to store in S3 first.
 enum Queued {
-    Sent(oneshot::Receiver<Result<(), SqsError>>),
+    Sent(oneshot::Receiver<Answer>),
     #[cfg(feature = "s3")]
     ToStore(super::stored::ToStore),
 }
@@ -419,18 +414,9 @@ impl OutgoingEntry<'_> {
     }
 }
 
-/// A group or deduplication id: 1 to 128 characters, ASCII letters, digits and punctuation.
+/// A group or deduplication id, checked as [`crate::publish::check_id`] checks it.
 fn check_id(destination: &str, setting: &'static str, id: &str) -> Result<(), SqsError> {
-    if !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_graphic()) {
-        Ok(())
-    } else {
-        Err(SqsError::Refused {
-            destination: destination.to_owned(),
-            reason: format!(
-                "{setting} `{id}` is not 1 to 128 ASCII letters, digits and punctuation"
-            ),
-        })
-    }
+    crate::publish::check_id(destination, setting, id).map_err(SqsError::from)
 }
 
 impl Publisher for SqsPublisher {
@@ -475,7 +461,10 @@ impl Publisher for SqsPublisher {
                 #[cfg(feature = "s3")]
                 Queued::ToStore(to_store) => to_store.store_and_enqueue().await?,
             };
-            answer.await.unwrap_or(Err(SqsError::NotConnected))
+            answer
+                .await
+                .unwrap_or(Err(PublishError::Closed))
+                .map_err(SqsError::from)
         }
     }
 }

@@ -44,10 +44,7 @@ pub fn queue_name(name: &str) -> Cow<'_, str> {
     Cow::Owned(mapped)
 }
 
-/// Whether a destination (name or URL) is a FIFO queue.
-pub(crate) fn is_fifo(destination: &str) -> bool {
-    destination.trim_end_matches('/').ends_with(".fifo")
-}
+pub(crate) use crate::queue_url::is_fifo;
 
 /// A subscription to one SQS queue: the descriptor that sits in `#[subscriber(..)]` or in
 /// `.map_source(..)`.

@@ -15,9 +15,9 @@ use tokio::sync::oneshot;
 use super::connection::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
 use super::publish::{OutgoingEntry, SqsPublishOptions};
-use super::publishing::Target;
 use super::queue::is_fifo;
 use super::topic::topic_name;
+use crate::publish::{Answer, PublishError, Target};
 use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 
 // The coalescer shared with queues makes batches `PublishBatch` takes.
@@ -160,7 +160,7 @@ impl SnsPublisher {
         payload: Vec<u8>,
         headers: &::ruststream::HeaderMap,
         options: Option<&SqsPublishOptions>,
-    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+    ) -> Result<oneshot::Receiver<Answer>, SqsError> {
         if self.core.is_closed() {
             return Err(SqsError::NotConnected);
         }
@@ -179,13 +179,10 @@ impl SnsPublisher {
             self.group_id.as_deref(),
             MAX_TOPIC_MESSAGE_BYTES,
         )?;
-        self.core.publishing().enqueue(
-            || self.core.is_closed(),
-            destination,
-            Target::Topic(topic),
-            entry,
-            bytes,
-        )
+        self.core
+            .publisher()
+            .enqueue(destination, Target::Topic(topic), entry, bytes)
+            .map_err(SqsError::from)
     }
 
     /// Makes the queues the policy named subscribers of `topic`: for the harness's routing,
@@ -234,7 +231,10 @@ impl Publisher for SnsPublisher {
         let queued = self.enqueue(name, Vec::from(payload), &headers, options);
         async move {
             match queued {
-                Ok(answer) => answer.await.unwrap_or(Err(SqsError::NotConnected)),
+                Ok(answer) => answer
+                    .await
+                    .unwrap_or(Err(PublishError::Closed))
+                    .map_err(SqsError::from),
                 Err(error) => Err(error),
             }
         }

@@ -9,12 +9,12 @@ use tokio::sync::oneshot;
 
 use super::connection::Core;
 use super::error::SqsError;
-use super::publishing::Target;
 use crate::LargePayloads;
 use crate::api::SendEntry;
+use crate::publish::Target;
 
 /// The answer to come for a queued publish, or why it was not queued.
-type Answer = Result<oneshot::Receiver<Result<(), SqsError>>, SqsError>;
+type Answer = Result<oneshot::Receiver<crate::publish::Answer>, SqsError>;
 
 /// A built entry whose body is to be stored in S3.
 pub(super) struct ToStore {
@@ -33,7 +33,7 @@ impl ToStore {
     /// # Errors
     ///
     /// [`SqsError::Publish`] when the body could not be stored; as
-    /// [`Publishing::enqueue`](super::publishing::Publishing::enqueue) otherwise.
+    /// [`Publisher::enqueue`](crate::Publisher) otherwise.
     ///
     /// Boxed: the publish future a framework's handler awaits stays as shallow as without S3
     /// (a deeper one can pass the compiler's recursion limit in a service's own crate).
@@ -59,11 +59,7 @@ pub(super) fn enqueue(
     entry: SendEntry,
 ) -> Answer {
     let bytes = entry.size();
-    core.publishing().enqueue(
-        || core.is_closed(),
-        destination,
-        Target::Queue(target),
-        entry,
-        bytes,
-    )
+    core.publisher()
+        .enqueue(destination, Target::Queue(target), entry, bytes)
+        .map_err(SqsError::from)
 }

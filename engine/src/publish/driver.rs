@@ -1,7 +1,7 @@
-//! The per-destination drivers of a connected broker's publishes: each destination (a queue,
-//! or a topic with feature `sns`) a line of the batching core under a byte budget per call,
-//! whose batches go out in `SendMessageBatch` (or `PublishBatch`) calls, each publish answered
-//! with its own entry's result.
+//! The per-destination drivers of a publisher: each destination (a queue, or a topic with
+//! feature `sns`) a line of the batching core under a byte budget per call, whose batches go
+//! out in `SendMessageBatch` (or `PublishBatch`) calls, each publish answered with its own
+//! entry's result.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -12,9 +12,9 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, warn};
 
-use super::error::SqsError;
-use super::queue::is_fifo;
+use super::error::PublishError;
 use super::services::Services;
+use super::target::Target;
 use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry};
 use crate::backoff::Backoff;
 use crate::batch::budget::{ByteBudget, Weighed};
@@ -25,39 +25,6 @@ use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::queue_url::is_url;
 use crate::retry::retrying;
 use crate::sleep::sleep_until_or_forever;
-
-/// Where a batch of publishes goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Target {
-    /// An SQS queue, by name or URL (`SendMessageBatch`).
-    Queue(String),
-    /// An SNS topic, by name or ARN (`PublishBatch`).
-    #[cfg(feature = "sns")]
-    Topic(String),
-}
-
-impl Target {
-    fn name(&self) -> &str {
-        match self {
-            Target::Queue(name) => name,
-            #[cfg(feature = "sns")]
-            Target::Topic(name) => name,
-        }
-    }
-
-    fn is_fifo(&self) -> bool {
-        is_fifo(self.name())
-    }
-
-    /// The batch call this target's publishes go out in.
-    fn action(&self) -> &'static str {
-        match self {
-            Target::Queue(_) => "SendMessageBatch",
-            #[cfg(feature = "sns")]
-            Target::Topic(_) => "PublishBatch",
-        }
-    }
-}
 
 /// A publish waiting for its call.
 struct Pending {
@@ -72,7 +39,10 @@ struct Pending {
 
 /// Who waits for a publish's answer: the destination as the publish named it, for errors, and
 /// the answer's channel.
-type Waiter = (Arc<str>, oneshot::Sender<Result<(), SqsError>>);
+type Waiter = (Arc<str>, oneshot::Sender<Answer>);
+
+/// A publish's answer.
+pub(crate) type Answer = Result<(), PublishError>;
 
 impl Queued for Pending {
     fn enqueued_at(&self) -> Instant {
@@ -106,7 +76,7 @@ impl Destination {
     }
 }
 
-/// The destinations of one connected broker, and their drivers.
+/// The destinations of one publisher, and their drivers.
 pub(crate) struct Publishing {
     services: Services,
     runtime: tokio::runtime::Handle,
@@ -115,8 +85,15 @@ pub(crate) struct Publishing {
     /// The bytes of a call's entries beyond which no entry is added (a larger entry goes
     /// alone).
     max_bytes: usize,
-    destinations: Mutex<HashMap<Target, Arc<Destination>>>,
+    destinations: Mutex<Destinations>,
     tasks: TaskTracker,
+}
+
+/// The destinations published to so far, and whether publishing was closed.
+#[derive(Default)]
+struct Destinations {
+    by_target: HashMap<Target, Arc<Destination>>,
+    closed: bool,
 }
 
 impl Publishing {
@@ -131,7 +108,7 @@ impl Publishing {
                 max_in_flight: 4,
             },
             max_bytes: 256 * 1024,
-            destinations: Mutex::new(HashMap::new()),
+            destinations: Mutex::new(Destinations::default()),
             tasks: TaskTracker::new(),
         }
     }
@@ -148,26 +125,28 @@ impl Publishing {
         self.backoff
     }
 
-    /// Queues `entry` for `target`; the receiver answers once SQS (or SNS) has. Refused with
-    /// [`SqsError::NotConnected`] once `is_closed` (the connection's state, asked while the
-    /// destinations are locked) says the connection is closed.
+    /// Queues `entry` for `target`; the receiver answers once SQS (or SNS) has. `named` is the
+    /// destination as the publish named it, for its errors.
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError::Closed`] once [`drain`](Self::drain) was called.
     pub(crate) fn enqueue(
         &self,
-        is_closed: impl FnOnce() -> bool,
         named: &str,
         target: Target,
         entry: SendEntry,
         bytes: usize,
-    ) -> Result<oneshot::Receiver<Result<(), SqsError>>, SqsError> {
+    ) -> Result<oneshot::Receiver<Answer>, PublishError> {
         let destination = {
             let mut destinations = self
                 .destinations
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if is_closed() {
-                return Err(SqsError::NotConnected);
+            if destinations.closed {
+                return Err(PublishError::Closed);
             }
-            match destinations.get(&target) {
+            match destinations.by_target.get(&target) {
                 Some(destination) => Arc::clone(destination),
                 None => {
                     let fifo = target.is_fifo();
@@ -185,7 +164,9 @@ impl Publishing {
                         )),
                         wake: Notify::new(),
                     });
-                    destinations.insert(target.clone(), Arc::clone(&destination));
+                    destinations
+                        .by_target
+                        .insert(target.clone(), Arc::clone(&destination));
                     let span = debug_span!("publisher", destination = %target.name(), action = target.action());
                     self.tasks.spawn_on(
                         drive(
@@ -211,20 +192,21 @@ impl Publishing {
         match destination.lock().offer(pending) {
             Ok(true) => destination.wake.notify_one(),
             Ok(false) => {}
-            Err(_) => return Err(SqsError::NotConnected),
+            Err(_) => return Err(PublishError::Closed),
         }
         Ok(rx)
     }
 
     /// Sends everything waiting, and waits for every answer. Publishes after this are refused.
     pub(crate) async fn drain(&self) {
-        let destinations: Vec<Arc<Destination>> = self
-            .destinations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let destinations: Vec<Arc<Destination>> = {
+            let mut destinations = self
+                .destinations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            destinations.closed = true;
+            destinations.by_target.values().cloned().collect()
+        };
         for destination in destinations {
             destination.lock().drain();
             destination.wake.notify_one();
@@ -342,7 +324,10 @@ impl BatchCall for PublishCall<'_> {
         match self.target {
             Target::Queue(_) => self.services.sqs.send_message_batch(self.address, entries),
             #[cfg(feature = "sns")]
-            Target::Topic(_) => self.services.sns.publish_batch(self.address, entries),
+            Target::Topic(_) => match self.services.sns() {
+                Ok(sns) => sns.publish_batch(self.address, entries),
+                Err(error) => Box::pin(std::future::ready(Err(error))),
+            },
         }
     }
 
@@ -385,9 +370,9 @@ impl BatchCall for PublishCall<'_> {
     }
 }
 
-fn publish_error(named: &str, error: &CallError) -> SqsError {
-    SqsError::Publish {
+fn publish_error(named: &str, error: &CallError) -> PublishError {
+    PublishError::Failed {
         destination: named.to_owned(),
-        source: Box::new(error.clone()),
+        source: error.clone(),
     }
 }
