@@ -299,76 +299,61 @@ async fn a_pointer_to_a_missing_object_never_reaches_the_handler_and_the_message
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_broker_stores_a_large_body_that_the_python_extended_client_receives_whole() {
-    let Place {
-        s3,
-        sqs: _,
-        bucket,
-        queue,
-        url,
-    } = Place::new("large-out").await;
+    let place = Place::new("large-out").await;
     let connected = SqsBroker::new()
         .endpoint(support::endpoint())
         .region("us-east-1")
         .test_credentials()
-        .large_payloads(LargePayloads::new(s3.clone()).bucket(&bucket))
+        .large_payloads(LargePayloads::new(place.s3.clone()).bucket(&place.bucket))
         .connect()
         .await
         .expect("connect");
     let publisher = connected.publisher();
-    let large = large_body(600_000);
-    let small = "a small body stays in SQS".to_owned();
-    let published = join_all([&large, &small].map(|body| {
+    publish_large_and_small(&place, |body| {
         publisher.publish(
-            OutgoingMessage::produced(&queue, ruststream::BytesMut::from(body.as_bytes()))
+            OutgoingMessage::produced(&place.queue, ruststream::BytesMut::from(body.as_bytes()))
                 .with_headers(HeaderMap::new()),
             None,
         )
-    }))
+    })
     .await;
-    for result in published {
-        result.expect("published");
-    }
-    assert_eq!(
-        objects(&s3, &bucket).await.len(),
-        1,
-        "only the body over the threshold went to S3"
-    );
-
-    extended_client_reads(&url, &bucket, &[&large, &small]);
     connected.shutdown().await.expect("shutdown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_native_publisher_stores_a_large_body_that_the_python_extended_client_receives_whole() {
-    let Place {
-        s3,
-        sqs: _,
-        bucket,
-        queue,
-        url,
-    } = Place::new("large-native").await;
+    let place = Place::new("large-native").await;
     let publisher = sqs_engine::Publisher::builder()
         .sdk_config(&support::sdk_config().await)
-        .large_payloads(LargePayloads::new(s3.clone()).bucket(&bucket))
+        .large_payloads(LargePayloads::new(place.s3.clone()).bucket(&place.bucket))
         .build()
         .expect("publisher");
-    let large = large_body(700_000);
-    let small = "a small body stays in SQS".to_owned();
-    let sent = join_all(
-        [&large, &small]
-            .map(|body| publisher.send(&queue, sqs_engine::OutgoingMessage::new(body.as_str()))),
-    )
+    publish_large_and_small(&place, |body| {
+        publisher.send(&place.queue, sqs_engine::OutgoingMessage::new(body))
+    })
     .await;
-    for result in sent {
-        result.expect("sent");
+    publisher.close().await;
+}
+
+/// Publishes a body over the threshold and a small one to `place`'s queue with `publish`, then
+/// checks that only the large one went to S3 and that the Python extended client reads both
+/// whole.
+async fn publish_large_and_small<F, E>(place: &Place, publish: impl Fn(String) -> F)
+where
+    F: Future<Output = Result<(), E>>,
+    E: std::fmt::Debug,
+{
+    let large = large_body(600_000);
+    let small = "a small body stays in SQS".to_owned();
+    for result in join_all([&large, &small].map(|body| publish(body.clone()))).await {
+        result.expect("published");
     }
     assert_eq!(
-        objects(&s3, &bucket).await.len(),
+        objects(&place.s3, &place.bucket).await.len(),
         1,
         "only the body over the threshold went to S3"
     );
-    extended_client_reads(&url, &bucket, &[&large, &small]);
-    publisher.close().await;
+    extended_client_reads(&place.url, &place.bucket, &[&large, &small]);
 }
 
 /// Receives as many messages from `url` with the Python extended client as `bodies` has, and

@@ -72,6 +72,17 @@ fn started_before_last(starts: &[&str], name: &str, other: &str) -> usize {
         .count()
 }
 
+/// A token cancelled after `after`.
+fn stop_after(after: Duration) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let stopping = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        stopping.cancel();
+    });
+    stop
+}
+
 /// An engine on the in-process SQS for `queue`, with `messages` waiting, on `pool`.
 fn in_process(
     sqs: &InProcessSqs,
@@ -101,12 +112,7 @@ async fn a_higher_priority_queue_gets_every_worker_that_frees_up_while_it_has_me
             in_process(&sqs, "high", 60, &pool, Share::priority(1)),
         ),
     ];
-    let stop = CancellationToken::new();
-    let stopping = stop.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        stopping.cancel();
-    });
+    let stop = stop_after(Duration::from_secs(60));
     let starts = run_lanes(lanes, Duration::from_millis(100), stop).await;
     assert_eq!(starts.len(), 120, "every message handled once");
     // Before the high queue's first receive lands the low one may take the free workers;
@@ -129,12 +135,7 @@ async fn queues_of_one_priority_share_the_workers_by_weight() {
             in_process(&sqs, "light", 300, &pool, Share::weight(1)),
         ),
     ];
-    let stop = CancellationToken::new();
-    let stopping = stop.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(300)).await;
-        stopping.cancel();
-    });
+    let stop = stop_after(Duration::from_secs(300));
     let starts = run_lanes(lanes, Duration::from_millis(10), stop).await;
     assert_eq!(starts.len(), 600, "every message handled once");
     // While both have messages waiting: the first 300 starts, before the heavy queue runs dry.

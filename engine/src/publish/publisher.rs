@@ -170,12 +170,7 @@ impl Publisher {
         }
     }
 
-    /// Queues a built `entry` of `bytes` for `target`; the receiver answers once SQS (or SNS)
-    /// has. `named` is the destination as the publish named it.
-    ///
-    /// # Errors
-    ///
-    /// [`PublishError::Closed`] after [`close`](Self::close).
+    /// Queues a built entry for its call (see `Publishing::enqueue`).
     pub(crate) fn enqueue(
         &self,
         named: &str,
@@ -228,18 +223,14 @@ impl std::fmt::Debug for PublisherBuilder {
 }
 
 impl PublisherBuilder {
-    /// Talks to SQS with a client made from an `aws-config` [`SdkConfig`](aws_types::SdkConfig);
-    /// the SDK's own retries are turned off: the publisher retries, with backoff and jitter.
+    /// Sends through a client made from `config`, as
+    /// [`EngineBuilder::sdk_config`](crate::EngineBuilder::sdk_config) makes one.
     pub fn sdk_config(self, config: &aws_types::SdkConfig) -> Self {
         self.api(AwsSqs::from_sdk_config(config))
     }
 
-    /// Talks to SQS through `client`, as it is configured.
-    pub fn client(self, client: aws_sdk_sqs::Client) -> Self {
-        self.api(AwsSqs::new(client))
-    }
-
-    /// Talks to SQS through any [`SqsApi`]: a wrapper that observes the calls, or a stand-in.
+    /// Sends through `api`: an [`AwsSqs`] over a client of your own, a wrapper that observes
+    /// the calls, or a stand-in.
     pub fn api(mut self, api: impl SqsApi) -> Self {
         self.api = Some(Arc::new(api));
         self
