@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::oneshot;
-
-use super::driver::{Answer, Publishing};
+use super::driver::Publishing;
 use super::error::PublishError;
 use super::message::OutgoingMessage;
 use super::services::Services;
 use super::target::Target;
-use crate::api::{SendEntry, SqsApi};
+#[cfg(feature = "s3")]
+use crate::api::SendEntry;
+use crate::api::SqsApi;
 use crate::aws::AwsSqs;
 use crate::error::ConfigError;
 use crate::limits::MAX_MESSAGE_BYTES;
@@ -142,7 +142,10 @@ impl Publisher {
         )?;
         #[cfg(feature = "s3")]
         let (entry, bytes) = self.stored(queue, entry, bytes).await?;
-        let answer = self.enqueue(queue, Target::Queue(queue.to_owned()), entry, bytes)?;
+        let answer =
+            self.inner
+                .publishing
+                .enqueue(queue, Target::Queue(queue.to_owned()), entry, bytes)?;
         answer.await.unwrap_or(Err(PublishError::Closed))
     }
 
@@ -170,17 +173,6 @@ impl Publisher {
         }
     }
 
-    /// Queues a built entry for its call (see `Publishing::enqueue`).
-    pub(crate) fn enqueue(
-        &self,
-        named: &str,
-        target: Target,
-        entry: SendEntry,
-        bytes: usize,
-    ) -> Result<oneshot::Receiver<Answer>, PublishError> {
-        self.inner.publishing.enqueue(named, target, entry, bytes)
-    }
-
     /// Sends everything waiting and waits for every answer; every send after this is refused
     /// with [`PublishError::Closed`].
     ///
@@ -198,8 +190,8 @@ impl Publisher {
         format!("{}-{seq:x}", self.inner.dedup_prefix)
     }
 
-    /// The destinations' drivers.
-    #[cfg(feature = "sns")]
+    /// The destinations' drivers, which the broker's publishers queue their entries in.
+    #[cfg(feature = "ruststream")]
     pub(crate) fn publishing(&self) -> &Publishing {
         &self.inner.publishing
     }

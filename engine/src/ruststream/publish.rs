@@ -233,6 +233,7 @@ impl SqsPublisher {
         }
         let (target, entry, bytes) = self.entry(destination, payload, headers, options)?;
         core.publisher()
+            .publishing()
             .enqueue(destination, Target::Queue(target), entry, bytes)
             .map(Queued::Sent)
             .map_err(SqsError::from)

@@ -181,6 +181,7 @@ impl SnsPublisher {
         )?;
         self.core
             .publisher()
+            .publishing()
             .enqueue(destination, Target::Topic(topic), entry, bytes)
             .map_err(SqsError::from)
     }

@@ -60,6 +60,7 @@ pub(super) fn enqueue(
 ) -> Answer {
     let bytes = entry.size();
     core.publisher()
+        .publishing()
         .enqueue(destination, Target::Queue(target), entry, bytes)
         .map_err(SqsError::from)
 }
