@@ -207,7 +207,7 @@ fn is_hex(text: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use opentelemetry::trace::TracerProvider as _;
@@ -219,7 +219,7 @@ mod tests {
     const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
     /// Runs `f` in a recorded span of a subscriber with an OpenTelemetry layer.
-    fn in_traced_span<T>(f: impl FnOnce() -> T) -> T {
+    pub(crate) fn in_traced_span<T>(f: impl FnOnce() -> T) -> T {
         let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
         let subscriber = tracing_subscriber::registry()
             .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));

@@ -225,6 +225,22 @@ mod tests {
         assert!(refusal(entry(bad_id, true)).contains("group_id"));
     }
 
+    #[cfg(feature = "opentelemetry")]
+    #[test]
+    fn a_message_sent_in_a_traced_span_carries_its_context() {
+        let sent =
+            crate::trace_context::tests::in_traced_span(|| entry(OutgoingMessage::new("x"), false))
+                .expect("entry");
+        let names: Vec<&str> = sent
+            .attributes
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(names, ["traceparent"]);
+        let untraced = entry(OutgoingMessage::new("x"), false).expect("entry");
+        assert!(untraced.attributes.is_empty(), "no span, no context");
+    }
+
     #[test]
     fn fifo_settings_on_a_standard_queue_are_refused_by_name() {
         for (message, setting) in [
