@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ruststream::{Broker, ConnectedBroker, IncomingMessage, Subscriber};
-use sqs_engine::ruststream::{SqsBroker, SqsQueue};
+use sqs_engine::ruststream::{SqsBroker, SqsMessage, SqsQueue};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -67,7 +67,15 @@ pub async fn consume(
             };
             let permit = tokio::select! {
                 biased;
-                () = &mut shutdown => break,
+                () = &mut shutdown => {
+                    // Dropped unsettled: it comes back when its visibility lapses.
+                    record.push(Event::LetGo {
+                        consumer,
+                        message_id: message.message_id().to_owned(),
+                        receive_count: receive_count_of(&message),
+                    });
+                    break;
+                }
                 permit = Arc::clone(&workers).acquire_owned() => permit,
             };
             let Ok(permit) = permit else {
@@ -79,10 +87,7 @@ pub async fn consume(
             handlers.spawn(async move {
                 let _permit = permit;
                 let message_id = message.message_id().to_owned();
-                let receive_count = message
-                    .redelivery_count()
-                    .and_then(|count| u32::try_from(count).ok())
-                    .unwrap_or(0);
+                let receive_count = receive_count_of(&message);
                 let body = String::from_utf8_lossy(message.payload()).into_owned();
                 let end = handle(
                     consumer,
@@ -121,6 +126,14 @@ pub async fn consume(
         Err(error) => format!("broker shutdown: {error}"),
     };
     stopped(&record, consumer, detail)
+}
+
+/// The receive count the broker's message carries (0 when it carries none).
+fn receive_count_of(message: &SqsMessage) -> u32 {
+    message
+        .redelivery_count()
+        .and_then(|count| u32::try_from(count).ok())
+        .unwrap_or(0)
 }
 
 fn stopped(record: &Record, consumer: usize, detail: String) -> Stopped {

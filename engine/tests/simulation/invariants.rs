@@ -556,6 +556,11 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
                 message_id,
                 receive_count,
                 ..
+            }
+            | Event::LetGo {
+                consumer,
+                message_id,
+                receive_count,
             } => {
                 if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
                     open[*consumer].remove(receipt);

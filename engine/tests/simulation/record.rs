@@ -95,6 +95,14 @@ pub enum Event {
     ShutdownSignalled {
         consumer: usize,
     },
+    /// The consumer let go of a delivery it held without settling it (one waiting for a
+    /// worker when its shutdown came): the engine no longer holds it, and SQS hands it out
+    /// again once its visibility lapses.
+    LetGo {
+        consumer: usize,
+        message_id: String,
+        receive_count: u32,
+    },
     /// SQS applied call `call`, which the consumer had given up on, now: the journal's entries
     /// `applied.0..applied.1`.
     AppliedLate {

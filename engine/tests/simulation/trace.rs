@@ -142,6 +142,11 @@ fn describe(event: &Event) -> String {
             end,
         } => format!("c{consumer} handler ends {message_id} #{receive_count}: {end:?}"),
         Event::ShutdownSignalled { consumer } => format!("c{consumer} shutdown signalled"),
+        Event::LetGo {
+            consumer,
+            message_id,
+            receive_count,
+        } => format!("c{consumer} lets go of {message_id} #{receive_count} unsettled"),
         Event::AppliedLate {
             consumer,
             call,
