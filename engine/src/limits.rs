@@ -54,6 +54,22 @@ pub fn valid_text(text: &str) -> bool {
     })
 }
 
+/// Whether SQS takes `name` as a message attribute's name: 1 to 256 ASCII letters, digits,
+/// `_`, `-` and `.`, with no leading, trailing or doubled `.`, and not starting with `AWS.` or
+/// `Amazon.` (in any case).
+pub fn valid_attribute_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    (1..=256).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && !name.contains("..")
+        && !lower.starts_with("aws.")
+        && !lower.starts_with("amazon.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +91,19 @@ mod tests {
         assert!(!valid_text("bell\u{7}"));
         assert!(!valid_text("\u{FFFE}"));
         assert!(!valid_text("\u{FFFF}"));
+    }
+
+    #[test]
+    fn an_attribute_name_takes_letters_digits_and_inner_single_dots_and_no_reserved_prefix() {
+        assert!(valid_attribute_name("x-ruststream-retry-count"));
+        assert!(valid_attribute_name("a.b_c"));
+        assert!(!valid_attribute_name(""));
+        assert!(!valid_attribute_name(&"a".repeat(257)));
+        assert!(!valid_attribute_name("has space"));
+        assert!(!valid_attribute_name(".a"));
+        assert!(!valid_attribute_name("a."));
+        assert!(!valid_attribute_name("a..b"));
+        assert!(!valid_attribute_name("AWS.thing"));
+        assert!(!valid_attribute_name("amazon.thing"));
     }
 }

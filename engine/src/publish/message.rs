@@ -4,7 +4,7 @@
 use super::error::PublishError;
 use crate::api::SendEntry;
 use crate::attribute::{AttributeValue, MessageAttribute};
-use crate::limits::MAX_MESSAGE_ATTRIBUTES;
+use crate::limits::{MAX_MESSAGE_ATTRIBUTES, valid_attribute_name, valid_text};
 
 /// A message to publish: its body, its message attributes, and on a FIFO queue its group and
 /// deduplication id.
@@ -32,6 +32,21 @@ impl OutgoingMessage {
         Self {
             body: body.into(),
             attributes: Vec::new(),
+            group_id: None,
+            deduplication_id: None,
+        }
+    }
+
+    /// A message of `body` with `attributes` as they are, for a caller that builds them
+    /// itself; [`into_entry`](Self::into_entry) checks them all the same.
+    #[cfg(feature = "ruststream")]
+    pub(crate) fn with_attributes(
+        body: String,
+        attributes: Vec<(String, MessageAttribute)>,
+    ) -> Self {
+        Self {
+            body,
+            attributes,
             group_id: None,
             deduplication_id: None,
         }
@@ -95,22 +110,35 @@ impl OutgoingMessage {
                 "the body must not be empty: SQS refuses an empty message".into(),
             ));
         }
+        if !valid_text(&self.body) {
+            return Err(refused(
+                "the body holds characters SQS refuses (C0 controls but tab, LF and CR, \
+                 U+FFFE, U+FFFF)"
+                    .into(),
+            ));
+        }
         if self.attributes.len() > MAX_MESSAGE_ATTRIBUTES {
             return Err(refused(format!(
                 "{} message attributes: SQS carries at most {MAX_MESSAGE_ATTRIBUTES}",
                 self.attributes.len()
             )));
         }
-        if let Some((name, _)) = self.attributes.iter().find(|(name, attribute)| {
-            name.is_empty()
-                || match &attribute.value {
-                    AttributeValue::String(value) => value.is_empty(),
-                    AttributeValue::Binary(value) => value.is_empty(),
-                }
-        }) {
-            return Err(refused(format!(
-                "message attribute `{name}` has an empty name or value, which SQS refuses"
-            )));
+        for (name, attribute) in &self.attributes {
+            if !valid_attribute_name(name) {
+                return Err(refused(format!(
+                    "message attribute `{name}` has a name SQS refuses: 1 to 256 ASCII letters, \
+                     digits, `_`, `-` and inner single `.`, not starting with `AWS.` or `Amazon.`"
+                )));
+            }
+            let taken = match &attribute.value {
+                AttributeValue::String(value) => !value.is_empty() && valid_text(value),
+                AttributeValue::Binary(value) => !value.is_empty(),
+            };
+            if !taken {
+                return Err(refused(format!(
+                    "message attribute `{name}` is empty or holds text SQS refuses"
+                )));
+            }
         }
         #[cfg_attr(
             not(feature = "opentelemetry"),
@@ -211,12 +239,22 @@ mod tests {
     #[test]
     fn a_message_sqs_would_refuse_is_refused_before_it_is_sent() {
         assert!(refusal(entry(OutgoingMessage::new(""), false)).contains("empty"));
+        assert!(refusal(entry(OutgoingMessage::new("\u{1}"), false)).contains("characters"));
         let crowded = (0..11).fold(OutgoingMessage::new("x"), |message, n| {
             message.string_attribute(format!("a{n}"), "v")
         });
         assert!(refusal(entry(crowded, false)).contains("at most 10"));
         let blank = OutgoingMessage::new("x").string_attribute("a", "");
         assert!(refusal(entry(blank, false)).contains("`a`"));
+        let bell = OutgoingMessage::new("x").string_attribute("a", "\u{7}");
+        assert!(refusal(entry(bell, false)).contains("`a`"));
+        for name in ["has space", "AWS.thing", ""] {
+            let named = OutgoingMessage::new("x").string_attribute(name, "v");
+            assert!(
+                refusal(entry(named, false)).contains("name SQS refuses"),
+                "{name}"
+            );
+        }
         let big = OutgoingMessage::new("x".repeat(MAX_MESSAGE_BYTES + 1));
         assert!(refusal(entry(big, false)).contains("at most 1048576"));
         let no_group = OutgoingMessage::new("x");

@@ -10,7 +10,6 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use tracing::{Instrument, warn};
 
 use super::connection::Core;
-use super::error::SqsError;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
 use crate::delivery::{Delivery, Ticket};
@@ -296,39 +295,10 @@ fn read<'a>(
     }
 }
 
-/// Checks a header for sending as a message attribute, and converts it.
-pub(crate) fn attribute_of(
-    destination: &str,
-    name: &str,
-    value: &[u8],
-) -> Result<(String, crate::MessageAttribute), SqsError> {
-    let refused = |reason: String| SqsError::Refused {
-        destination: destination.to_owned(),
-        reason,
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 256
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && !name.starts_with('.')
-        && !name.ends_with('.')
-        && !name.contains("..")
-        && !name.to_ascii_lowercase().starts_with("aws.")
-        && !name.to_ascii_lowercase().starts_with("amazon.");
-    if !name_ok {
-        return Err(refused(format!(
-            "header `{name}` is not a name SQS takes for a message attribute"
-        )));
-    }
-    if name == BODY_ENCODING_ATTRIBUTE {
-        return Err(refused(format!("header `{name}` is reserved")));
-    }
-    if value.is_empty() {
-        return Err(refused(format!(
-            "header `{name}` is empty, and SQS refuses an empty attribute value"
-        )));
-    }
+/// A header as a message attribute: a `String` one when its value is text SQS takes, else a
+/// `Binary` one. Its name and value are checked with the rest of the message (by
+/// `OutgoingMessage::into_entry`).
+pub(crate) fn attribute_of(name: &str, value: &[u8]) -> (String, crate::MessageAttribute) {
     let attribute = match std::str::from_utf8(value) {
         Ok(text) if valid_text(text) => crate::MessageAttribute {
             data_type: "String".into(),
@@ -339,7 +309,7 @@ pub(crate) fn attribute_of(
             value: AttributeValue::Binary(value.to_vec()),
         },
     };
-    Ok((name.to_owned(), attribute))
+    (name.to_owned(), attribute)
 }
 
 #[cfg(test)]
@@ -361,14 +331,13 @@ mod tests {
     }
 
     #[test]
-    fn headers_sqs_cannot_carry_are_refused() {
-        assert!(attribute_of("q", "traceparent", b"00-ab").is_ok());
-        assert!(attribute_of("q", "x-ruststream-retry-count", b"1").is_ok());
-        let empty = attribute_of("q", "empty", b"").expect_err("empty value");
-        assert!(empty.to_string().contains("empty"), "{empty}");
-        assert!(attribute_of("q", "has space", b"v").is_err());
-        assert!(attribute_of("q", "AWS.thing", b"v").is_err());
-        let (_, binary) = attribute_of("q", "bin", &[0xff, 0x00]).expect("binary");
+    fn a_header_of_text_is_a_string_attribute_and_of_other_bytes_a_binary_one() {
+        let (name, text) = attribute_of("traceparent", b"00-ab");
+        assert_eq!(
+            (name.as_str(), text.as_str()),
+            ("traceparent", Some("00-ab"))
+        );
+        let (_, binary) = attribute_of("bin", &[0xff, 0x00]);
         assert_eq!(binary.data_type, "Binary");
     }
 

@@ -14,8 +14,8 @@ use super::message::{BODY_ENCODING_ATTRIBUTE, attribute_of, encode_body};
 use super::queue::{is_fifo, queue_name};
 use crate::api::SendEntry;
 use crate::attribute::{AttributeValue, MessageAttribute};
-use crate::limits::{MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES};
-use crate::publish::{Answer, PublishError, Target};
+use crate::limits::MAX_MESSAGE_BYTES;
+use crate::publish::{Answer, OutgoingMessage, PublishError, Target};
 
 /// The group of a FIFO publish that names none.
 const DEFAULT_GROUP: &str = "default";
@@ -320,15 +320,6 @@ impl OutgoingEntry<'_> {
             headers,
             options,
         } = self;
-        let refused = |reason: String| SqsError::Refused {
-            destination: destination.to_owned(),
-            reason,
-        };
-        if payload.is_empty() {
-            return Err(refused(
-                "the body must not be empty: SQS refuses an empty message".into(),
-            ));
-        }
         let mut attributes = Vec::with_capacity(headers.len() + 1);
         // On a FIFO queue the partition key is a group, not an attribute.
         let mut keyed_group = None;
@@ -337,7 +328,13 @@ impl OutgoingEntry<'_> {
                 keyed_group = Some(String::from_utf8_lossy(value).into_owned());
                 continue;
             }
-            attributes.push(attribute_of(destination, name, value)?);
+            if name == BODY_ENCODING_ATTRIBUTE {
+                return Err(SqsError::Refused {
+                    destination: destination.to_owned(),
+                    reason: format!("header `{name}` is reserved"),
+                });
+            }
+            attributes.push(attribute_of(name, value));
         }
         let (body, base64) = encode_body(payload);
         if base64 {
@@ -349,69 +346,32 @@ impl OutgoingEntry<'_> {
                 },
             ));
         }
-        if attributes.len() > MAX_MESSAGE_ATTRIBUTES {
-            return Err(refused(format!(
-                "{} headers{}: SQS carries at most {MAX_MESSAGE_ATTRIBUTES} message attributes",
-                attributes.len() - usize::from(base64),
-                if base64 {
-                    " and the base64 marker of a binary body"
-                } else {
-                    ""
+        let mut message = OutgoingMessage::with_attributes(body, attributes);
+        // The call's group, then the message's partition key, then the mount site's; on a
+        // standard queue the call's or the mount site's group is refused as a FIFO setting.
+        let group = match options.and_then(|o| o.group_id.clone()) {
+            Some(group) => Some(group),
+            None if fifo => match keyed_group {
+                Some(group) => {
+                    check_id(destination, "the partition-key header", &group)?;
+                    Some(group)
                 }
-            )));
-        }
-        // The current span's trace context, where the headers set none and it fits.
-        #[cfg(feature = "opentelemetry")]
-        crate::trace_context::carry_current(&mut attributes, |attributes| {
-            SendEntry::size_of(&body, attributes) <= max_bytes
-        });
-        let bytes = SendEntry::size_of(&body, &attributes);
-        if bytes > max_bytes {
-            return Err(refused(format!(
-                "the message is {bytes} bytes, the destination takes at most {max_bytes}"
-            )));
-        }
-        let (group_id, deduplication_id) = if fifo {
-            // The call's group, then the message's partition key, then the mount site's.
-            let (group, setting) = match options.and_then(|o| o.group_id.clone()) {
-                Some(group) => (group, "group_id"),
-                None => match keyed_group {
-                    Some(group) => (group, "the partition-key header"),
-                    None => (
-                        default_group.unwrap_or(DEFAULT_GROUP).to_owned(),
-                        "group_id",
-                    ),
-                },
-            };
-            check_id(destination, setting, &group)?;
-            let dedup = match options.and_then(|o| o.deduplication_id.clone()) {
-                Some(dedup) => {
-                    check_id(destination, "deduplication_id", &dedup)?;
-                    dedup
-                }
-                None => core.next_deduplication_id(),
-            };
-            (Some(group), Some(dedup))
-        } else {
-            let not_fifo = |setting| SqsError::NotFifo {
-                destination: destination.to_owned(),
-                setting,
-            };
-            if options.is_some_and(|o| o.group_id.is_some()) || default_group.is_some() {
-                return Err(not_fifo("group_id"));
-            }
-            if options.is_some_and(|o| o.deduplication_id.is_some()) {
-                return Err(not_fifo("deduplication_id"));
-            }
-            (None, None)
+                None => Some(default_group.unwrap_or(DEFAULT_GROUP).to_owned()),
+            },
+            None => default_group.map(str::to_owned),
         };
-        let entry = SendEntry {
-            body,
-            attributes,
-            group_id,
-            deduplication_id,
-        };
-        Ok((entry, bytes))
+        if let Some(group) = group {
+            message = message.group_id(group);
+        }
+        if let Some(dedup) = options.and_then(|o| o.deduplication_id.clone()) {
+            message = message.deduplication_id(dedup);
+        }
+        Ok(message.into_entry(
+            destination,
+            fifo,
+            || core.next_deduplication_id(),
+            max_bytes,
+        )?)
     }
 }
 
@@ -585,6 +545,39 @@ mod tests {
             )
             .expect_err("a group id SQS refuses");
         assert!(matches!(err, SqsError::Refused { .. }), "{err}");
+        connected.shutdown().await.expect("shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn headers_sqs_cannot_carry_are_refused_before_anything_is_sent() {
+        let connected = connect(&script()).await;
+        let publisher = connected.publisher();
+        let refusal = |name: &str, value: &'static [u8]| {
+            let mut headers = HeaderMap::new();
+            headers.insert(name.to_owned(), value);
+            match publisher.entry("orders", b"x".to_vec(), &headers, None) {
+                Err(SqsError::Refused { reason, .. }) => reason,
+                other => panic!("expected a refusal of `{name}`, got {other:?}"),
+            }
+        };
+        assert!(refusal("empty", b"").contains("`empty`"));
+        assert!(refusal("has space", b"v").contains("name SQS refuses"));
+        assert!(refusal("AWS.thing", b"v").contains("name SQS refuses"));
+        assert!(refusal(BODY_ENCODING_ATTRIBUTE, b"base64").contains("reserved"));
+        let mut crowded = HeaderMap::new();
+        for n in 0..10 {
+            crowded.insert(format!("h{n}"), b"v".as_slice());
+        }
+        // Ten headers fit; a binary body's base64 marker makes eleven attributes.
+        assert!(
+            publisher
+                .entry("orders", b"x".to_vec(), &crowded, None)
+                .is_ok()
+        );
+        let err = publisher
+            .entry("orders", vec![0xff], &crowded, None)
+            .expect_err("eleven attributes");
+        assert!(err.to_string().contains("at most 10"), "{err}");
         connected.shutdown().await.expect("shutdown");
     }
 

@@ -10,7 +10,7 @@ use super::errors::{invalid, not_found};
 use super::journal::{Applied, Change};
 use super::model::rules::{
     MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_body, check_fifo_ids, check_size,
-    valid_queue_name, valid_text,
+    valid_attribute_name, valid_queue_name, valid_text,
 };
 use super::observer::Observer;
 use super::queue::{Entry, Queue, Redrive};
@@ -106,10 +106,10 @@ impl State {
                 AttributeValue::String(text) => text.is_empty() || !valid_text(text),
                 AttributeValue::Binary(bytes) => bytes.is_empty(),
             };
-            if attribute.is_empty() || empty {
+            if !valid_attribute_name(attribute) || empty {
                 return Err(invalid(
                     "InvalidParameterValue",
-                    format!("message attribute `{attribute}` has no value SQS takes"),
+                    format!("message attribute `{attribute}` has no name or value SQS takes"),
                 ));
             }
         }

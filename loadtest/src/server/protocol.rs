@@ -14,6 +14,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use md5::{Digest, Md5};
 use serde::Serializer;
 use serde::{Deserialize, Serialize};
+use sqs_engine::limits::valid_attribute_name;
 pub(crate) use sqs_engine::testing::model::ErrorKind;
 use sqs_engine::testing::model::ModelError;
 pub(crate) use sqs_engine::testing::model::rules::ACCOUNT_ID;
@@ -720,15 +721,7 @@ pub(crate) fn validate_attributes(attributes: &MessageAttributes) -> Result<usiz
     }
     let mut size = 0;
     for (name, value) in attributes {
-        let name_ok = (1..=256).contains(&name.len())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-            && !name.starts_with('.')
-            && !name.ends_with('.')
-            && !name.contains("..")
-            && !name.to_ascii_lowercase().starts_with("aws.")
-            && !name.to_ascii_lowercase().starts_with("amazon.");
+        let name_ok = valid_attribute_name(name);
         if !name_ok {
             return Err(invalid(format!(
                 "message attribute name `{name}` is invalid"

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::error::{ErrorKind, ModelError};
 pub use crate::limits::{
     DEDUPLICATION_WINDOW, MAX_BATCH_ENTRIES, MAX_DELAY_SECS, MAX_MESSAGE_ATTRIBUTES,
-    MAX_MESSAGE_BYTES, MAX_QUEUE_NAME_LEN, MAX_VISIBILITY_SECS, MAX_WAIT_SECS, valid_queue_name,
-    valid_text,
+    MAX_MESSAGE_BYTES, MAX_QUEUE_NAME_LEN, MAX_VISIBILITY_SECS, MAX_WAIT_SECS,
+    valid_attribute_name, valid_queue_name, valid_text,
 };
 
 /// The account id in the queue URLs and ARNs the model hands out.
