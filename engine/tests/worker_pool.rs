@@ -1,15 +1,16 @@
 //! Several engines sharing one worker pool (`WorkerPool`, `Share`): strict priority and
 //! weights between their queues.
 //!
-//! The first two tests run on the in-process SQS (a test double on tokio's clock) with a
+//! The first three tests run on the in-process SQS (a test double on tokio's clock) with a
 //! paused clock, so that the handlers' time costs no real time and the shares are exact; the
-//! third proves priority against LocalStack.
+//! last proves priority against LocalStack.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqs_engine::testing::InProcessSqs;
-use sqs_engine::{Engine, EngineBuilder, Message, Outcome, Share, WorkerPool};
+use sqs_engine::{BatchOutcome, Engine, EngineBuilder, Message, Outcome, Share, WorkerPool};
 use sqs_engine_test_support as support;
 use tokio_util::sync::CancellationToken;
 
@@ -147,6 +148,67 @@ async fn queues_of_one_priority_share_the_workers_by_weight() {
         (215..=235).contains(&heavy),
         "{heavy} of the first 300 workers to the queue of weight 3"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_handler_takes_one_worker_of_the_pool_per_batch() {
+    let sqs = InProcessSqs::new();
+    let pool = WorkerPool::new(1).expect("pool");
+    // Handlers running now, across both engines, and the most at once.
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let work = {
+        let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+        move || {
+            let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    };
+    let batches = in_process(&sqs, "batches", 40, &pool, Share::default())
+        .build()
+        .expect("engine");
+    let singles = in_process(&sqs, "singles", 40, &pool, Share::default())
+        .build()
+        .expect("engine");
+    let stop = stop_after(Duration::from_secs(60));
+    let batch_work = work.clone();
+    let batch_run = tokio::spawn(batches.run_batches(
+        move |messages: Vec<Message>| {
+            let work = batch_work();
+            async move {
+                assert!(!messages.is_empty());
+                work.await;
+                BatchOutcome::All(Outcome::Ack)
+            }
+        },
+        stop.clone().cancelled_owned(),
+    ));
+    let single_run = tokio::spawn(singles.run(
+        move |_message: Message| {
+            let work = work();
+            async move {
+                work.await;
+                Outcome::Ack
+            }
+        },
+        stop.cancelled_owned(),
+    ));
+    batch_run.await.expect("no panic").expect("runs");
+    single_run.await.expect("no panic").expect("runs");
+    assert_eq!(most.load(Ordering::SeqCst), 1, "one worker in the pool");
+    for queue in ["batches", "singles"] {
+        let counts = sqs.counts(queue);
+        assert_eq!(
+            (counts.visible, counts.in_flight),
+            (0, 0),
+            "{queue}: every message acked"
+        );
+    }
 }
 
 #[tokio::test]

@@ -28,7 +28,6 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     mut consumer: Consumer,
     dispatch: Dispatch<S, B>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    workers: usize,
     source: WorkerSource,
     shutdown_timeout: Duration,
 ) {
@@ -40,7 +39,7 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     consumer
         .runtime()
         .capacity
-        .set_workers(workers, per_handler);
+        .set_workers(source.workers(), per_handler);
 
     let stop = CancellationToken::new();
     let watcher = {
@@ -68,7 +67,6 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 let Some(Some(delivery)) = unless_stopped(&stop, consumer.recv()).await else {
                     break 'receive;
                 };
-                // The pool's semaphore is never closed.
                 let Some(permit) = unless_stopped(&stop, source.acquire()).await else {
                     returned.push(delivery);
                     break 'receive;

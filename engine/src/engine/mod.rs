@@ -277,10 +277,9 @@ impl Engine {
         dispatch: Dispatch<S, B>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Stats, Error> {
-        let workers = self.workers;
         let source = match self.pool.take() {
             Some(lane) => WorkerSource::Shared(lane),
-            None => WorkerSource::own(workers),
+            None => WorkerSource::own(self.workers),
         };
         let shutdown_timeout = self.shutdown_timeout;
         let stats = Arc::clone(&self.stats);
@@ -307,7 +306,6 @@ impl Engine {
             consumer,
             dispatch,
             shutdown,
-            workers,
             source,
             shutdown_timeout,
         )));

@@ -135,30 +135,44 @@ impl Pool {
     /// A worker is done: it goes to the next waiter whose future is still there, or is kept
     /// for an active lane, or is free again.
     fn release(self: &Arc<Self>) {
-        let grant = self.lock().schedule.release();
-        self.hand(grant);
+        let waiter = {
+            let mut state = self.lock();
+            let grant = state.schedule.release();
+            state.claim(grant)
+        };
+        self.hand(waiter);
     }
 
-    /// Hands a worker to the waiter `grant` names, if any; a waiter whose future is gone
-    /// passes it on, as a release.
-    fn hand(self: &Arc<Self>, mut grant: Option<(usize, Token)>) {
-        while let Some((_, token)) = grant {
-            let waiter = self.lock().waiters.remove(&token);
-            let Some(waiter) = waiter else {
-                // Its future was dropped after the grant: the worker goes round again.
-                grant = self.lock().schedule.release();
-                continue;
-            };
-            match waiter.send(PoolPermit::new(Arc::clone(self))) {
+    /// Sends a worker to `waiter`, if any; a waiter whose future went away between its grant
+    /// and now passes it on, as a release.
+    fn hand(self: &Arc<Self>, mut waiter: Option<oneshot::Sender<PoolPermit>>) {
+        while let Some(sender) = waiter {
+            match sender.send(PoolPermit::new(Arc::clone(self))) {
                 Ok(()) => return,
-                // The waiter's future was dropped between its grant and now: the worker goes
-                // round again, without a drop that would release it from inside this loop.
+                // The worker goes round again, without a drop that would release it from
+                // inside this loop.
                 Err(mut unclaimed) => {
                     unclaimed.pool = None;
-                    grant = self.lock().schedule.release();
+                    let mut state = self.lock();
+                    let grant = state.schedule.release();
+                    waiter = state.claim(grant);
                 }
             }
         }
+    }
+}
+
+impl PoolState {
+    /// The channel of the waiter `grant` names; a grant whose waiter's future was dropped goes
+    /// round again, under the same lock.
+    fn claim(&mut self, mut grant: Option<(usize, Token)>) -> Option<oneshot::Sender<PoolPermit>> {
+        while let Some((_, token)) = grant {
+            if let Some(waiter) = self.waiters.remove(&token) {
+                return Some(waiter);
+            }
+            grant = self.schedule.release();
+        }
+        None
     }
 }
 
@@ -231,6 +245,11 @@ impl std::fmt::Debug for PoolLane {
 }
 
 impl PoolLane {
+    /// The pool's size.
+    pub(crate) fn workers(&self) -> usize {
+        self.pool.workers
+    }
+
     /// A worker, once the schedule gives this lane one.
     ///
     /// # Cancel safety
@@ -274,9 +293,16 @@ impl PoolLane {
     /// This lane has no message waiting for a worker: the workers kept for it go to the other
     /// lanes, until it asks again.
     pub(crate) fn idle(&self) {
-        let grants = self.pool.lock().schedule.idle(self.lane);
-        for grant in grants {
-            self.pool.hand(Some(grant));
+        let waiters: Vec<_> = {
+            let mut state = self.pool.lock();
+            let grants = state.schedule.idle(self.lane);
+            grants
+                .into_iter()
+                .filter_map(|grant| state.claim(Some(grant)))
+                .collect()
+        };
+        for waiter in waiters {
+            self.pool.hand(Some(waiter));
         }
     }
 }

@@ -11,8 +11,8 @@ use super::{PoolLane, PoolPermit};
 /// The workers an engine's dispatch takes a permit from for each handler call.
 #[derive(Debug)]
 pub(crate) enum WorkerSource {
-    /// The engine's own `workers`.
-    Own(Arc<Semaphore>),
+    /// The engine's own bound: the semaphore and its size.
+    Own(Arc<Semaphore>, usize),
     /// A lane of a pool shared with other engines.
     Shared(PoolLane),
 }
@@ -20,7 +20,15 @@ pub(crate) enum WorkerSource {
 impl WorkerSource {
     /// The engine's own bound of `workers`.
     pub(crate) fn own(workers: usize) -> Self {
-        Self::Own(Arc::new(Semaphore::new(workers)))
+        Self::Own(Arc::new(Semaphore::new(workers)), workers)
+    }
+
+    /// How many handler calls may run at once: the engine's own bound, or the pool's size.
+    pub(crate) fn workers(&self) -> usize {
+        match self {
+            Self::Own(_, workers) => *workers,
+            Self::Shared(lane) => lane.workers(),
+        }
     }
 
     /// A worker, once one is free (for this lane, by the pool's schedule).
@@ -30,7 +38,7 @@ impl WorkerSource {
     /// Cancel safe: a dropped call takes no worker.
     pub(crate) async fn acquire(&self) -> WorkerPermit {
         match self {
-            Self::Own(semaphore) => WorkerPermit::Own(
+            Self::Own(semaphore, _) => WorkerPermit::Own(
                 Arc::clone(semaphore)
                     .acquire_owned()
                     .await
@@ -43,7 +51,7 @@ impl WorkerSource {
     /// A worker if one is free now.
     pub(crate) fn try_acquire(&self) -> Option<WorkerPermit> {
         match self {
-            Self::Own(semaphore) => Arc::clone(semaphore)
+            Self::Own(semaphore, _) => Arc::clone(semaphore)
                 .try_acquire_owned()
                 .ok()
                 .map(WorkerPermit::Own),
