@@ -9,16 +9,16 @@ use tokio::time::Instant;
 use tokio::sync::Semaphore;
 
 use crate::api::ReceivedMessage;
-use crate::backoff::Backoff;
-use crate::batch::FlushReason;
-use crate::delivery::Delivery;
-use crate::handler::Handler;
-use crate::lane::Lane;
+use crate::handle::handler::Handler;
+use crate::handle::outcome::Outcome;
 use crate::metrics::{QueueMetrics, StatsCells};
-use crate::outcome::Outcome;
-use crate::queue::{OpenOptions, QueueRuntime};
+use crate::receive::delivery::Delivery;
+use crate::receive::queue::{OpenOptions, QueueRuntime};
 use crate::settle::coalescer::{Coalescer, CoalescerConfig, Entry};
 use crate::settle::heartbeat::{HeartbeatConfig, Schedule};
+use crate::sqs::backoff::Backoff;
+use crate::sqs::batch::FlushReason;
+use crate::sqs::lane::Lane;
 use crate::stand_in::StandIn;
 
 /// The settlement coalescer, with `u64` tokens.

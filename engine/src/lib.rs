@@ -101,66 +101,30 @@ pub(crate) use defect;
 
 pub mod api;
 mod attribute;
-mod aws;
-mod aws_batch;
-#[cfg(feature = "sns")]
-mod aws_sns;
-mod backoff;
-mod batch;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
 mod bounded;
-mod caught;
-mod consumer;
-mod delivery;
 mod engine;
 mod error;
-mod error_policy;
-mod fifo;
-mod handler;
+mod handle;
 pub mod health;
-mod held;
-mod lane;
 mod large_payload;
 pub mod limits;
-mod message;
-mod message_span;
 pub mod metrics;
-mod outcome;
-mod parked;
-mod pause;
-mod per_entry;
-mod pressure;
-mod processing_limit;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod publish;
-mod queue;
 pub mod queue_url;
-mod receive_rate;
-mod receiver;
-mod redrive_policy;
-mod retry;
-mod round_trip;
+mod receive;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;
-mod sleep;
-#[cfg(feature = "sns")]
-mod sns_api;
-mod sns_envelope;
+mod sqs;
 #[cfg(any(test, feature = "bench"))]
 mod stand_in;
-mod system_attributes;
-mod take_rate;
 #[cfg(feature = "testing")]
 pub mod testing;
-#[cfg(feature = "opentelemetry")]
-mod trace_context;
-mod turn;
-mod whole_seconds;
-mod worker_capacity;
 mod worker_pool;
 
 pub use api::{
@@ -168,29 +132,31 @@ pub use api::{
     ReceiveRequest, ReceivedMessage, SendEntry, SqsApi, SqsDecorator,
 };
 pub use attribute::{AttributeValue, MessageAttribute};
-pub use aws::{AwsSqs, DEFAULT_CALL_TIMEOUT};
-pub use backoff::Backoff;
-pub use consumer::{Consumer, ConsumerHandle};
-pub use delivery::{Delivery, Ticket};
 pub use engine::{Engine, EngineBuilder, StatsHandle};
 pub use error::{ConfigError, Error, SettleError};
-pub use error_policy::{ErrorBackoff, HandlerErrorPolicy};
-pub use fifo::FifoOrder;
-pub use handler::{BatchHandler, Handler, HandlerResult};
+pub use handle::error_policy::{ErrorBackoff, HandlerErrorPolicy};
+pub use handle::handler::{BatchHandler, Handler, HandlerResult};
+pub use handle::message::{
+    GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE,
+};
+pub use handle::outcome::{BatchOutcome, Outcome};
+pub use handle::sns_envelope::{SnsEnvelopeError, SnsNotification};
+pub use handle::system_attributes::SystemAttributes;
 pub use health::{Health, HealthHandle, Phase};
 #[cfg(feature = "s3")]
 pub use large_payload::LargePayloads;
 pub use limits::MAX_VISIBILITY;
-pub use message::{GROUP_ID_ATTRIBUTE, Message, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE};
 pub use metrics::{Count, Stats};
-pub use outcome::{BatchOutcome, Outcome};
-pub use pause::PauseHandle;
 pub use publish::{OutgoingMessage, PublishError, Publisher, PublisherBuilder};
-pub use redrive_policy::RedriveWrite;
-pub use round_trip::RECEIVE_STOP_GRACE;
+pub use receive::consumer::{Consumer, ConsumerHandle};
+pub use receive::delivery::{Delivery, Ticket};
+pub use receive::fifo::FifoOrder;
+pub use receive::pause::PauseHandle;
 pub use settle::Settlement;
-pub use sns_envelope::{SnsEnvelopeError, SnsNotification};
-pub use system_attributes::SystemAttributes;
+pub use sqs::aws::{AwsSqs, DEFAULT_CALL_TIMEOUT};
+pub use sqs::backoff::Backoff;
+pub use sqs::redrive_policy::RedriveWrite;
+pub use sqs::round_trip::RECEIVE_STOP_GRACE;
 pub use worker_pool::{Share, WorkerPool};
 
 /// The RustStream prelude with the SQS broker: `use sqs_engine::prelude::*;`. See

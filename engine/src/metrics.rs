@@ -23,7 +23,7 @@
 //! | `sqs_engine_redrive_returns_total` | counter | `queue` | drops at the cap returned (visibility 0) for SQS to move to the dead-letter queue |
 //! | `sqs_engine_heartbeat_extensions_total` | counter | `queue`, `result` | visibility extensions the heartbeat asked for, by result (`ok`, `error`: given up, at the message's deadline or refused for good; the message may come back while its handler runs) |
 //! | `sqs_engine_messages_in_flight` | gauge | `queue` | messages held: received and not yet settled (prefetched, being handled, or with a settlement awaiting SQS's answer). SQS's in-flight count is these, the parked ones, and those of consumers gone |
-//! | `sqs_engine_messages_parked` | gauge | `queue` | messages returned with a delay (`retry_after`) whose delay has not ended: invisible, so in SQS's `ApproximateNumberOfMessagesNotVisible`, yet held by no consumer; counted from SQS's answer, by the engine that parked them, while it runs (see `parked.rs`) |
+//! | `sqs_engine_messages_parked` | gauge | `queue` | messages returned with a delay (`retry_after`) whose delay has not ended: invisible, so in SQS's `ApproximateNumberOfMessagesNotVisible`, yet held by no consumer; counted from SQS's answer, by the engine that parked them, while it runs (see `metrics/parked.rs`) |
 //! | `sqs_engine_messages_prefetched` | gauge | `queue` | messages received and waiting for a worker |
 //! | `sqs_engine_messages_held_bytes` | gauge | `queue` | bytes of messages held, bodies and message attributes (whole KiB each, until settled), bounded by `max_held_bytes` |
 //! | `sqs_engine_receivers_active` | gauge | `queue` | long-poll receivers running: as many as keep up with the queue, up to `receivers` |
@@ -42,11 +42,12 @@ use metrics::{
     gauge, histogram,
 };
 
-use crate::batch::FlushReason;
-use crate::lane::Lane;
-use crate::outcome::Outcome;
-use crate::parked::Parked;
+use crate::handle::outcome::Outcome;
+use crate::metrics::parked::Parked;
+use crate::sqs::batch::FlushReason;
+use crate::sqs::lane::Lane;
 
+pub(crate) mod parked;
 mod stats;
 
 pub(crate) use stats::StatsCells;
@@ -491,7 +492,7 @@ impl QueueMetrics {
     }
 
     /// The queue's parked messages, which a task counts out as their delays end
-    /// ([`crate::parked::expire`]).
+    /// ([`crate::metrics::parked::expire`]).
     pub(crate) fn parked(&self) -> &Arc<Parked> {
         &self.parked
     }

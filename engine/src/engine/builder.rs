@@ -6,26 +6,26 @@ use std::time::Duration;
 
 use super::Engine;
 use crate::api::SqsApi;
-use crate::aws::AwsSqs;
-use crate::backoff::Backoff;
 use crate::bounded::{
     BatchesInFlight, GiveUpAfter, HeartbeatMargin, MaxBatchWait, MaxHeld, MaxHeldBytes,
     MaxReceiveCount, Prefetch, ReceiveBatch, Receivers, WaitTime, Workers,
 };
 use crate::error::{ConfigError, Error};
-use crate::error_policy::HandlerErrorPolicy;
-use crate::fifo::FifoOrder;
+use crate::handle::error_policy::HandlerErrorPolicy;
+use crate::handle::processing_limit::ProcessingLimit;
+use crate::handle::system_attributes::SystemAttributes;
 use crate::health::{DEFAULT_GIVE_UP_AFTER, HealthCells};
 use crate::large_payload::Payloads;
 use crate::limits::MAX_VISIBILITY;
 use crate::metrics::StatsCells;
-use crate::processing_limit::ProcessingLimit;
-use crate::queue::Redrive;
-use crate::receive_rate::MaxReceiveRate;
-use crate::receiver::ReceiverConfig;
-use crate::redrive_policy::RedriveWrite;
+use crate::receive::fifo::FifoOrder;
+use crate::receive::queue::Redrive;
+use crate::receive::receive_rate::MaxReceiveRate;
+use crate::receive::receiver::ReceiverConfig;
 use crate::settle::coalescer::CoalescerConfig;
-use crate::system_attributes::SystemAttributes;
+use crate::sqs::aws::AwsSqs;
+use crate::sqs::backoff::Backoff;
+use crate::sqs::redrive_policy::RedriveWrite;
 use crate::worker_pool::{Share, WorkerPool};
 
 /// Builds an [`Engine`]. Every setting has a default; [`build`](Self::build) checks the
@@ -570,7 +570,7 @@ impl EngineBuilder {
             fifo_order: self.fifo_order,
             on_handler_error,
             processing,
-            pause: crate::pause::PauseHandle::new(&queue_name),
+            pause: crate::receive::pause::PauseHandle::new(&queue_name),
             redrive,
             create_if_missing: self.create_if_missing,
             stats: Arc::new(StatsCells::default()),

@@ -12,13 +12,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, warn};
 
-use crate::consumer::Consumer;
-use crate::delivery::Delivery;
-use crate::handler::{BatchHandler, Handler, HandlerResult};
+use crate::handle::handler::{BatchHandler, Handler, HandlerResult};
+use crate::handle::message_span::{batch_span, message_span};
+use crate::handle::outcome::{BatchOutcome, Outcome};
 use crate::limits::MAX_BATCH_ENTRIES;
-use crate::message_span::{batch_span, message_span};
-use crate::outcome::{BatchOutcome, Outcome};
-use crate::queue::QueueRuntime;
+use crate::receive::consumer::Consumer;
+use crate::receive::delivery::Delivery;
+use crate::receive::queue::QueueRuntime;
 use crate::worker_pool::{WorkerPermit, WorkerSource};
 
 /// Hands the deliveries to the handlers until `shutdown` completes, then shuts the consumer
@@ -303,7 +303,7 @@ impl Drop for HandlerTimer<'_> {
 /// Settles the messages of a batch with the batch handler's answer.
 fn settle_batch(
     queue: &QueueRuntime,
-    tickets: Vec<crate::delivery::Ticket>,
+    tickets: Vec<crate::receive::delivery::Ticket>,
     outcome: BatchOutcome,
 ) {
     let outcomes = match outcome {
@@ -333,7 +333,7 @@ fn settle_batch(
 /// delete, which hands the later one's successors out before the earlier one comes back.
 fn check_group_order(
     queue: &QueueRuntime,
-    tickets: &[crate::delivery::Ticket],
+    tickets: &[crate::receive::delivery::Ticket],
     outcomes: &[Outcome],
 ) {
     let mut stopped: Vec<&str> = Vec::new();
@@ -372,13 +372,13 @@ pub(super) struct NoHandler;
 impl Handler for NoHandler {
     type Output = Outcome;
 
-    async fn handle(&self, _message: crate::message::Message) -> Outcome {
+    async fn handle(&self, _message: crate::handle::message::Message) -> Outcome {
         Outcome::Retry
     }
 }
 
 impl BatchHandler for NoHandler {
-    async fn handle(&self, _messages: Vec<crate::message::Message>) -> BatchOutcome {
+    async fn handle(&self, _messages: Vec<crate::handle::message::Message>) -> BatchOutcome {
         BatchOutcome::All(Outcome::Retry)
     }
 }

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Action;
-use crate::lane::Lane;
-use crate::outcome::Outcome;
+use crate::handle::outcome::Outcome;
+use crate::sqs::lane::Lane;
 
 /// The shared counters behind [`Stats`].
 #[derive(Debug, Default)]

@@ -16,15 +16,15 @@ use super::error::PublishError;
 use super::services::Services;
 use super::target::Target;
 use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry};
-use crate::backoff::Backoff;
-use crate::batch::budget::{ByteBudget, Weighed};
-use crate::batch::{BatchConfig, Batcher, Queued};
 use crate::limits::MAX_BATCH_ENTRIES;
 use crate::metrics::CallCounts;
-use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::queue_url::is_url;
-use crate::retry::retrying;
-use crate::sleep::sleep_until_or_forever;
+use crate::sqs::backoff::Backoff;
+use crate::sqs::batch::budget::{ByteBudget, Weighed};
+use crate::sqs::batch::{BatchConfig, Batcher, Queued};
+use crate::sqs::per_entry::{BatchCall, EntryAnswer, send_per_entry};
+use crate::sqs::retry::retrying;
+use crate::sqs::sleep::sleep_until_or_forever;
 
 /// A publish waiting for its call.
 struct Pending {

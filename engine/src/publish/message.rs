@@ -150,7 +150,7 @@ impl OutgoingMessage {
         let mut attributes = self.attributes;
         // The current span's trace context, where the message sets none and it fits.
         #[cfg(feature = "opentelemetry")]
-        crate::trace_context::carry_current(&mut attributes, |attributes| {
+        crate::handle::trace_context::carry_current(&mut attributes, |attributes| {
             SendEntry::size_of(&self.body, attributes) <= max_bytes
         });
         let bytes = SendEntry::size_of(&self.body, &attributes);
@@ -266,9 +266,10 @@ mod tests {
     #[cfg(feature = "opentelemetry")]
     #[test]
     fn a_message_sent_in_a_traced_span_carries_its_context() {
-        let sent =
-            crate::trace_context::tests::in_traced_span(|| entry(OutgoingMessage::new("x"), false))
-                .expect("entry");
+        let sent = crate::handle::trace_context::tests::in_traced_span(|| {
+            entry(OutgoingMessage::new("x"), false)
+        })
+        .expect("entry");
         let names: Vec<&str> = sent
             .attributes
             .iter()

@@ -12,10 +12,10 @@ use super::target::Target;
 #[cfg(feature = "s3")]
 use crate::api::SendEntry;
 use crate::api::SqsApi;
-use crate::aws::AwsSqs;
 use crate::error::ConfigError;
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::queue_url::is_fifo;
+use crate::sqs::aws::AwsSqs;
 
 /// Sends messages to SQS queues, by name or URL.
 ///

@@ -12,7 +12,7 @@ pub(crate) struct Services {
     pub(crate) sqs: Arc<dyn SqsApi>,
     /// SNS, for topics: a broker's publisher has it, a native one sends to queues only.
     #[cfg(feature = "sns")]
-    pub(crate) sns: Option<Arc<dyn crate::sns_api::SnsApi>>,
+    pub(crate) sns: Option<Arc<dyn crate::sqs::sns_api::SnsApi>>,
 }
 
 impl Services {
@@ -31,7 +31,7 @@ impl Services {
     ///
     /// A [`CallError`] of kind [`CallErrorKind::Invalid`] when there is no SNS client.
     #[cfg(feature = "sns")]
-    pub(crate) fn sns(&self) -> Result<&Arc<dyn crate::sns_api::SnsApi>, CallError> {
+    pub(crate) fn sns(&self) -> Result<&Arc<dyn crate::sqs::sns_api::SnsApi>, CallError> {
         self.sns.as_ref().ok_or_else(|| {
             CallError::new(
                 CallErrorKind::Invalid,

@@ -2,9 +2,9 @@
 
 use super::services::Services;
 use crate::api::CallError;
-use crate::backoff::Backoff;
 use crate::metrics::CallCounts;
-use crate::retry::retrying;
+use crate::sqs::backoff::Backoff;
+use crate::sqs::retry::retrying;
 
 /// The ARN of `topic` (a name or ARN): an ARN as it is; a name through `CreateTopic`, which
 /// finds the topic of that name or creates it (FIFO for a `.fifo` name).

@@ -17,11 +17,11 @@ use super::publish::{SqsPublish, SqsPublisher};
 use super::queue::{SqsQueue, check_redrive, queue_name};
 use super::subscriber::SqsSubscriber;
 use crate::api::SqsApi;
-use crate::aws::AwsSqs;
-use crate::consumer::ConsumerHandle;
 use crate::engine::Engine;
+use crate::handle::system_attributes::SystemAttributes;
 use crate::publish::Services;
-use crate::system_attributes::SystemAttributes;
+use crate::receive::consumer::ConsumerHandle;
+use crate::sqs::aws::AwsSqs;
 
 /// The SQS broker for RustStream, on the engine: settlements and heartbeats go out in batch
 /// calls shared by the deliveries of a queue, and publishes in `SendMessageBatch` calls.
@@ -223,7 +223,7 @@ impl SqsBroker {
         let sqs: Arc<dyn SqsApi> = match self.api {
             Some(api) => api,
             None => {
-                let mut builder = crate::aws::client_config(&config);
+                let mut builder = crate::sqs::aws::client_config(&config);
                 if let Some(endpoint) = &self.endpoint {
                     builder = builder.endpoint_url(endpoint);
                 }
@@ -239,7 +239,7 @@ impl SqsBroker {
         };
         #[cfg(feature = "sns")]
         let sns = {
-            let mut builder = crate::aws_sns::client_config(&config);
+            let mut builder = crate::sqs::aws_sns::client_config(&config);
             if let Some(endpoint) = &self.endpoint {
                 builder = builder.endpoint_url(endpoint);
             }
@@ -251,7 +251,7 @@ impl SqsBroker {
                     "test", "test", None, None, "test",
                 ));
             }
-            Arc::new(crate::aws_sns::AwsSns::new(builder))
+            Arc::new(crate::sqs::aws_sns::AwsSns::new(builder))
         };
         Services {
             sqs,

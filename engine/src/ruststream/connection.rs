@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::api::SqsApi;
-use crate::consumer::ConsumerHandle;
 use crate::publish::{Publisher, Services};
+use crate::receive::consumer::ConsumerHandle;
 
 /// The connection a broker and its clones share.
 pub(crate) type SharedConnection = Arc<Mutex<Option<ConnectedSqsBroker>>>;

@@ -8,7 +8,7 @@ use super::topic::{topic_arn, topic_name};
 use crate::api::CallError;
 use crate::metrics::CallCounts;
 use crate::queue_url::is_url;
-use crate::retry::retrying;
+use crate::sqs::retry::retrying;
 
 impl ConnectedSqsBroker {
     /// Subscribes the queue `queue` to the topic `topic`, with raw message delivery: the

@@ -12,10 +12,10 @@ use tracing::{Instrument, warn};
 use super::connection::Core;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
-use crate::delivery::{Delivery, Ticket};
+use crate::handle::message_span::message_span;
+use crate::handle::outcome::Outcome;
 use crate::limits::valid_text;
-use crate::message_span::message_span;
-use crate::outcome::Outcome;
+use crate::receive::delivery::{Delivery, Ticket};
 
 /// The message attribute that marks a body sent as base64, because it was not text SQS
 /// accepts. Its value is `base64`. The name is the one `ruststream-sqs-sns` uses, so messages

@@ -226,7 +226,7 @@ impl SqsQueue {
             )));
         }
         if let Some(rate) = self.receive_rate()
-            && let Err(error) = crate::receive_rate::MaxReceiveRate::new(rate)
+            && let Err(error) = crate::receive::receive_rate::MaxReceiveRate::new(rate)
         {
             return Err(invalid(error.to_string()));
         }

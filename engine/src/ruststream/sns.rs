@@ -18,7 +18,7 @@ use super::publish::{OutgoingEntry, SqsPublishOptions};
 use super::queue::is_fifo;
 use super::topic::topic_name;
 use crate::publish::{Answer, PublishError, Target};
-use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
+use crate::sqs::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 
 // The coalescer shared with queues makes batches `PublishBatch` takes.
 const _: () = assert!(crate::limits::MAX_BATCH_ENTRIES <= MAX_PUBLISH_ENTRIES);

@@ -12,8 +12,8 @@ use tracing::warn;
 use super::connection::Core;
 use super::error::SqsError;
 use super::message::SqsMessage;
-use crate::consumer::Consumer;
 use crate::limits::MAX_BATCH_ENTRIES;
+use crate::receive::consumer::Consumer;
 
 /// The deliveries of one queue, from the engine's receivers.
 ///

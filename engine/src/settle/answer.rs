@@ -9,7 +9,7 @@ use super::heartbeat::AfterFailure;
 use super::settler::{AnswerHook, Completion, Settler};
 use crate::api::{CallError, EntryFailure};
 use crate::error::SettleError;
-use crate::lane::Lane;
+use crate::sqs::lane::Lane;
 
 /// Why an entry's settlement failed, before the queue and message id are attached.
 pub(super) enum Failure {

@@ -6,7 +6,7 @@
 //! driver can hand each entry's answer back to whoever is waiting for it.
 //!
 //! A lane flushes a batch when it is full, at once when no call of its kind is in flight, when
-//! its oldest entry has waited `max_wait`, and at once while draining (see [`crate::batch`]).
+//! its oldest entry has waited `max_wait`, and at once while draining (see [`crate::sqs::batch`]).
 //! A delete lane whose batch the deliveries still out would fill waits for them (see
 //! [`Coalescer::expect`]): idle, rather than flush at once, and busy, up to the patience given.
 //! A batch never carries one receipt handle twice: a second entry for the same handle waits for
@@ -20,9 +20,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::visibility::VisibilityTarget;
-use crate::batch::distinct::{DistinctKeys, Keyed};
-use crate::batch::{BatchConfig, Batcher, FlushReason, Queued};
-use crate::lane::Lane;
+use crate::sqs::batch::distinct::{DistinctKeys, Keyed};
+use crate::sqs::batch::{BatchConfig, Batcher, FlushReason, Queued};
+use crate::sqs::lane::Lane;
 
 /// One message's entry.
 #[derive(Debug)]

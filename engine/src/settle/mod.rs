@@ -30,12 +30,12 @@ use tracing::{Instrument, debug, warn};
 
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult, SqsApi};
 use crate::error::SettleError;
+use crate::handle::outcome::Outcome;
 use crate::health::Call;
-use crate::lane::Lane;
 use crate::metrics::Action;
-use crate::outcome::Outcome;
-use crate::per_entry::{BatchCall, EntryAnswer, send_per_entry};
-use crate::sleep::sleep_until_or_forever;
+use crate::sqs::lane::Lane;
+use crate::sqs::per_entry::{BatchCall, EntryAnswer, send_per_entry};
+use crate::sqs::sleep::sleep_until_or_forever;
 use answer::{ExtensionFailure, Failure, answer, answer_extension};
 use coalescer::{Batch, Entry};
 use settler::Completion;

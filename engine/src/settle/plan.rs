@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::visibility::VisibilityTarget;
-use crate::lane::Lane;
-use crate::outcome::Outcome;
+use crate::handle::outcome::Outcome;
+use crate::sqs::lane::Lane;
 
 /// The call one settlement makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

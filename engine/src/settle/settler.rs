@@ -12,13 +12,13 @@ use super::heartbeat::HeartbeatConfig;
 use super::hold;
 use super::state::{DeleteFill, SettleState};
 use crate::api::SqsApi;
-use crate::backoff::Backoff;
 use crate::error::SettleError;
+use crate::handle::outcome::Outcome;
 use crate::health::HealthCells;
 use crate::metrics::QueueMetrics;
-use crate::outcome::Outcome;
-use crate::pressure::Pressure;
-use crate::round_trip::{LoadedRoundTrip, RoundTrip};
+use crate::sqs::backoff::Backoff;
+use crate::sqs::pressure::Pressure;
+use crate::sqs::round_trip::{LoadedRoundTrip, RoundTrip};
 
 /// Called with a settlement's answer (`true`: SQS applied it, and for a delete, answered
 /// before the message's visibility deadline) and the message's visibility deadline as last
@@ -72,7 +72,7 @@ pub(crate) struct Settler {
     /// receivers to see.
     pub(super) pressure: Arc<Pressure>,
     /// The one turn a batch call that got no answer takes to be made again (see
-    /// [`BatchCall::retry_turn`](crate::per_entry::BatchCall::retry_turn)).
+    /// [`BatchCall::retry_turn`](crate::sqs::per_entry::BatchCall::retry_turn)).
     pub(super) retry_turns: Arc<Semaphore>,
     /// What keeps the settlement open: the last hold released drains it.
     pub(crate) holds: Arc<hold::Holds>,

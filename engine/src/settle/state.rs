@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use super::coalescer::{Batch, Coalescer, CoalescerConfig, Entry};
 use super::heartbeat::{AfterFailure, HeartbeatConfig, Schedule};
 use super::visibility::VisibilityTarget;
-use crate::lane::Lane;
+use crate::sqs::lane::Lane;
 
 /// What an entry is for. `S` is what a handler's settlement carries (who waits for the answer).
 #[derive(Debug)]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::coalescer::CoalescerConfig;
 use super::*;
-use crate::backoff::Backoff;
 use crate::metrics::StatsCells;
-use crate::queue::{OpenOptions, QueueRuntime};
+use crate::receive::queue::{OpenOptions, QueueRuntime};
+use crate::sqs::backoff::Backoff;
 use crate::stand_in::StandIn;
 
 async fn queue(api: Arc<StandIn>) -> Arc<QueueRuntime> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::limits::MAX_VISIBILITY;
-use crate::whole_seconds::ceil_seconds;
+use crate::sqs::whole_seconds::ceil_seconds;
 
 /// A requested visibility for one message: a delay from now, bounded by the end of the
 /// message's 12-hour window.

@@ -6,7 +6,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 
 use crate::api::CallError;
-use crate::aws::classify;
+use crate::sqs::aws::classify;
 
 /// A queue's messages, as `GetQueueAttributes` approximates them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use super::model::{ErrorKind, ModelError};
 use super::receipt::Receipt;
 use super::store::State;
 use crate::api::{CallError, EntryResult, ReceiveRequest, ReceivedMessage, SendEntry};
-use crate::system_attributes::asked_for;
+use crate::handle::system_attributes::asked_for;
 
 /// `time` in milliseconds since the epoch.
 fn millis(time: SystemTime) -> u64 {

@@ -18,7 +18,7 @@ use super::store::State;
 use super::topic::Topic;
 use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
 use crate::queue_url::last_segment;
-use crate::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES, SnsApi};
+use crate::sqs::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES, SnsApi};
 
 /// The topic's name in a topic name or ARN.
 fn topic_in(topic: &str) -> &str {

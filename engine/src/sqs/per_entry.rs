@@ -7,8 +7,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::api::{CallError, CallErrorKind, EntryFailure, EntryResult};
-use crate::backoff::Backoff;
-use crate::caught::caught;
+use crate::sqs::backoff::Backoff;
+use crate::sqs::caught::caught;
 
 /// What became of one entry of a batch call, for good.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! Which system attributes the receives ask SQS for.
 
-use crate::message::{
+use crate::handle::message::{
     GROUP_ID_ATTRIBUTE, RECEIVE_COUNT_ATTRIBUTE, SENT_TIMESTAMP_ATTRIBUTE,
     SEQUENCE_NUMBER_ATTRIBUTE, TRACE_HEADER_ATTRIBUTE,
 };

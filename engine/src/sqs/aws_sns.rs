@@ -5,9 +5,9 @@ use std::time::Duration;
 use aws_sdk_sns::Client;
 
 use crate::api::{BoxFuture, CallError, EntryResult, SendEntry};
-use crate::aws::{DEFAULT_CALL_TIMEOUT, classify, within};
-use crate::aws_batch::{align, entry_failures, invalid_entry, send_entries};
-use crate::sns_api::SnsApi;
+use crate::sqs::aws::{DEFAULT_CALL_TIMEOUT, classify, within};
+use crate::sqs::aws_batch::{align, entry_failures, invalid_entry, send_entries};
+use crate::sqs::sns_api::SnsApi;
 
 /// The broker's connection to SNS through an `aws_sdk_sns::Client`, with the SDK's retries
 /// off (the publish drivers retry transient failures themselves) and every call bounded by

@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, info};
 
-use crate::delivery::{self, Delivery};
-use crate::fifo::{FifoOrder, Gate};
+use crate::handle::outcome::Outcome;
 use crate::metrics::{Stats, StatsCells};
-use crate::outcome::Outcome;
-use crate::queue::QueueRuntime;
-use crate::receiver::{ReceiverConfig, Receivers};
+use crate::receive::delivery::{self, Delivery};
+use crate::receive::fifo::{FifoOrder, Gate};
+use crate::receive::queue::QueueRuntime;
+use crate::receive::receiver::{ReceiverConfig, Receivers};
 use crate::settle;
 use crate::settle::hold::Hold;
 
@@ -122,7 +122,7 @@ impl Consumer {
             runtime,
         );
         settle_tasks.spawn_on(
-            crate::parked::expire(Arc::clone(queue.metrics.parked()), drain.clone())
+            crate::metrics::parked::expire(Arc::clone(queue.metrics.parked()), drain.clone())
                 .instrument(debug_span!("parked", queue = %queue.name)),
             runtime,
         );

@@ -348,8 +348,8 @@ async fn a_delete_answered_after_the_deadline_does_not_start_the_next_of_the_gro
 
 /// The queue runtime of `QUEUE` on a fresh in-process SQS, with `cap` as its redrive
 /// policy's `maxReceiveCount`, for deliveries made up by [`made_up`].
-async fn runtime(cap: Option<u32>) -> Arc<crate::queue::QueueRuntime> {
-    use crate::queue::{OpenOptions, QueueRuntime};
+async fn runtime(cap: Option<u32>) -> Arc<crate::receive::queue::QueueRuntime> {
+    use crate::receive::queue::{OpenOptions, QueueRuntime};
     use crate::settle::coalescer::CoalescerConfig;
 
     let sqs = InProcessSqs::new();
@@ -382,7 +382,7 @@ async fn runtime(cap: Option<u32>) -> Arc<crate::queue::QueueRuntime> {
 /// A delivery of message `id` of group `a`, at `sequence`, on its `receive_count`th
 /// receive.
 fn made_up(
-    queue: &Arc<crate::queue::QueueRuntime>,
+    queue: &Arc<crate::receive::queue::QueueRuntime>,
     id: &str,
     sequence: u32,
     receive_count: u32,

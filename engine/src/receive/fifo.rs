@@ -47,8 +47,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::delivery::Delivery;
-use crate::turn::{Fate, Turn, TurnKeeper};
+use crate::receive::delivery::Delivery;
+use crate::receive::turn::{Fate, Turn, TurnKeeper};
 
 /// When the next message of a FIFO group may start. See [`EngineBuilder::fifo_order`](crate::EngineBuilder::fifo_order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -11,18 +11,18 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, debug_span, error, warn};
 
 use crate::api::{CallErrorKind, ReceiveRequest};
-use crate::backoff::Backoff;
-use crate::caught::caught;
-use crate::delivery::Delivery;
+use crate::handle::system_attributes::SystemAttributes;
 use crate::health::AfterFailure;
-use crate::held::BodyRoom;
 use crate::metrics::Action;
-use crate::queue::QueueRuntime;
-use crate::receive_rate::{MaxReceiveRate, ReceiveRate};
-use crate::round_trip::LoadedRoundTrip;
+use crate::receive::delivery::Delivery;
+use crate::receive::held::BodyRoom;
+use crate::receive::queue::QueueRuntime;
+use crate::receive::receive_rate::{MaxReceiveRate, ReceiveRate};
+use crate::receive::take_rate::TakeRate;
 use crate::settle::hold::Hold;
-use crate::system_attributes::SystemAttributes;
-use crate::take_rate::TakeRate;
+use crate::sqs::backoff::Backoff;
+use crate::sqs::caught::caught;
+use crate::sqs::round_trip::LoadedRoundTrip;
 
 use demand::Demand;
 
@@ -92,7 +92,7 @@ pub(crate) struct Receivers {
     epoch: Instant,
     /// How long a full receive takes, now and unloaded.
     round_trip: LoadedRoundTrip,
-    /// The queue's [`Pressure`](crate::pressure::Pressure) as last heeded.
+    /// The queue's [`Pressure`](crate::sqs::pressure::Pressure) as last heeded.
     pressure_seen: AtomicU64,
     /// How fast the messages received are handed out.
     taken: TakeRate,
@@ -426,13 +426,13 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 let bytes = tokio::select! {
                     biased;
                     () = stop.cancelled() => {
-                        crate::delivery::return_all(queue, deliveries);
+                        crate::receive::delivery::return_all(queue, deliveries);
                         return;
                     }
                     bytes = Arc::clone(&set.bytes).acquire_many_owned(wanted) => bytes,
                 };
                 let Ok(mut bytes) = bytes else {
-                    crate::delivery::return_all(queue, deliveries);
+                    crate::receive::delivery::return_all(queue, deliveries);
                     return;
                 };
                 for (delivery, kib) in deliveries.iter_mut().zip(sizes) {
@@ -459,7 +459,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 {
                     // Nobody takes them any more: back to the queue at once.
                     set.left_prefetch(unsent.0.len());
-                    crate::delivery::return_all(queue, unsent.0);
+                    crate::receive::delivery::return_all(queue, unsent.0);
                     return;
                 }
                 // Full, and the workers keep up: perhaps one more. Full, but the workers fall
@@ -564,7 +564,7 @@ fn return_at_once(
             None,
             called_at,
         );
-        delivery.settle_detached(crate::outcome::Outcome::Retry);
+        delivery.settle_detached(crate::handle::outcome::Outcome::Retry);
     }
 }
 

@@ -25,7 +25,7 @@ macro_rules! send_entries {
             .enumerate()
             .map(|(position, entry)| {
                 let mut request = $sdk::types::$entry::builder()
-                    .id($crate::aws_batch::ENTRY_IDS[position])
+                    .id($crate::sqs::aws_batch::ENTRY_IDS[position])
                     .$body(&entry.body)
                     .set_message_group_id(entry.group_id.clone())
                     .set_message_deduplication_id(entry.deduplication_id.clone());

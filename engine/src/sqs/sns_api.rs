@@ -1,6 +1,6 @@
 //! The SNS calls the broker's topic publishing makes, behind a trait (feature `sns`).
 //!
-//! [`SnsApi`] is to topics what [`SqsApi`](crate::SqsApi) is to queues: [`AwsSns`](crate::aws_sns::AwsSns) implements
+//! [`SnsApi`] is to topics what [`SqsApi`](crate::SqsApi) is to queues: [`AwsSns`](crate::sqs::aws_sns::AwsSns) implements
 //! it over `aws-sdk-sns`, and the in-process double ([`crate::testing`]) implements it over its
 //! own queues, so a topic publish reaches the subscribed queues in a test on a paused clock.
 //! A message is the same [`SendEntry`] a queue takes: body, message attributes, and on a FIFO

@@ -15,7 +15,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::attribute::MessageAttribute;
-use crate::message::{Message, TRACE_HEADER_ATTRIBUTE};
+use crate::handle::message::{Message, TRACE_HEADER_ATTRIBUTE};
 
 /// The message attribute of the W3C trace parent.
 pub(crate) const TRACEPARENT_ATTRIBUTE: &str = "traceparent";

@@ -7,18 +7,18 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use crate::api::{CallError, CallErrorKind, QueueAttributes, SqsApi};
-use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::health::HealthCells;
 use crate::metrics::{Action, QueueMetrics, StatsCells};
 use crate::queue_url::{is_url, name_of};
-use crate::redrive_policy::{RedrivePolicy, RedriveWrite};
-use crate::retry;
-use crate::round_trip::RoundTrip;
+use crate::receive::worker_capacity::WorkerCapacity;
 use crate::settle::coalescer::CoalescerConfig;
 use crate::settle::heartbeat::HeartbeatConfig;
 use crate::settle::{Answers, DeleteFill, Settler, SettlerConfig};
-use crate::worker_capacity::WorkerCapacity;
+use crate::sqs::backoff::Backoff;
+use crate::sqs::redrive_policy::{RedrivePolicy, RedriveWrite};
+use crate::sqs::retry;
+use crate::sqs::round_trip::RoundTrip;
 
 /// SQS's default visibility timeout, used when the queue does not say.
 const DEFAULT_VISIBILITY_SECS: u32 = 30;
@@ -40,11 +40,11 @@ pub(crate) struct QueueRuntime {
     /// Whether it is a FIFO queue.
     pub(crate) fifo: bool,
     /// How a message is settled when its handler returns an error.
-    pub(crate) on_handler_error: crate::error_policy::HandlerErrorPolicy,
+    pub(crate) on_handler_error: crate::handle::error_policy::HandlerErrorPolicy,
     /// The handlers' deadline and the heartbeat's cap.
-    pub(crate) processing: crate::processing_limit::ProcessingLimit,
+    pub(crate) processing: crate::handle::processing_limit::ProcessingLimit,
     /// Whether the receivers may start receives.
-    pub(crate) paused: crate::pause::Paused,
+    pub(crate) paused: crate::receive::pause::Paused,
     /// The round trip to SQS as measured on short calls.
     pub(crate) round_trip: Arc<RoundTrip>,
     /// Whether a batch handler was already warned of breaking a FIFO group's order.
@@ -53,7 +53,7 @@ pub(crate) struct QueueRuntime {
     pub(crate) health: Arc<HealthCells>,
     /// The queue's calls that failed in a way a retry may mend, which the settlement counts
     /// too.
-    pub(crate) pressure: Arc<crate::pressure::Pressure>,
+    pub(crate) pressure: Arc<crate::sqs::pressure::Pressure>,
     /// How fast the workers could take messages, where the engine runs the handlers.
     pub(crate) capacity: WorkerCapacity,
     /// What becomes of bodies stored in S3.
@@ -143,7 +143,7 @@ impl QueueRuntime {
                 margin,
             )
         });
-        let pressure = Arc::new(crate::pressure::Pressure::default());
+        let pressure = Arc::new(crate::sqs::pressure::Pressure::default());
         let settler = Arc::new(Settler::new(SettlerConfig {
             name: Arc::clone(&name),
             url: url.clone(),
@@ -166,9 +166,9 @@ impl QueueRuntime {
             metrics,
             settler,
             fifo: attributes.fifo,
-            on_handler_error: crate::error_policy::HandlerErrorPolicy::default(),
-            processing: crate::processing_limit::ProcessingLimit::default(),
-            paused: crate::pause::Paused::default(),
+            on_handler_error: crate::handle::error_policy::HandlerErrorPolicy::default(),
+            processing: crate::handle::processing_limit::ProcessingLimit::default(),
+            paused: crate::receive::pause::Paused::default(),
             payloads: crate::large_payload::Payloads::default(),
             round_trip,
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),

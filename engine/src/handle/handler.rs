@@ -2,8 +2,8 @@
 
 use std::future::Future;
 
-use crate::message::Message;
-use crate::outcome::{BatchOutcome, Outcome};
+use crate::handle::message::Message;
+use crate::handle::outcome::{BatchOutcome, Outcome};
 
 /// What a handler may return: an [`Outcome`], or a `Result` so that the handler can use `?`.
 ///

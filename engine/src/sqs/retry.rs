@@ -3,7 +3,7 @@
 use std::future::Future;
 
 use crate::api::CallError;
-use crate::backoff::Backoff;
+use crate::sqs::backoff::Backoff;
 
 /// Makes `call` until it succeeds, fails in a way retrying cannot mend, or has used the
 /// attempts `backoff` allows, sleeping a jittered delay between attempts.

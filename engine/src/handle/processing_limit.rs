@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::ConfigError;
-use crate::error_policy::HandlerErrorPolicy;
+use crate::handle::error_policy::HandlerErrorPolicy;
 use crate::limits::MAX_VISIBILITY;
 
 /// The shortest deadline or cap accepted: SQS counts visibility in whole seconds.

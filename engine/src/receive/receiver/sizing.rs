@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use super::Receivers;
 use super::demand::Demand;
-use crate::delivery::Delivery;
-use crate::round_trip::LIGHT_IN_FLIGHT;
+use crate::receive::delivery::Delivery;
+use crate::sqs::round_trip::LIGHT_IN_FLIGHT;
 
 /// Receives in flight worth having per second of a receive's round trip: receivers for at most
 /// 60,000 messages a second (ten a receive), whatever the demand. The choice is measured in
@@ -50,7 +50,7 @@ impl Receivers {
 
     /// Messages a second the workers would take, at a round trip of `round_trip`: the rate
     /// they take at now, or, while they wait for messages, what they could take if it is more
-    /// (see [`WorkerCapacity`](crate::worker_capacity::WorkerCapacity)): the rate they take at
+    /// (see [`WorkerCapacity`](crate::receive::worker_capacity::WorkerCapacity)): the rate they take at
     /// then is only what the receivers bring. `None` while neither is known.
     fn demand_rate(&self, demand: Demand, round_trip: Duration) -> Option<f64> {
         let taken = self.taken.per_second(Instant::now(), round_trip);

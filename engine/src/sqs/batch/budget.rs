@@ -59,8 +59,8 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::batch::{BatchConfig, Batcher, Queued};
     use crate::limits::MAX_BATCH_ENTRIES;
+    use crate::sqs::batch::{BatchConfig, Batcher, Queued};
 
     #[derive(Debug, PartialEq, Eq)]
     struct Item {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// is overloaded or throttling, whichever kind of call met it: receives and settlement calls
 /// share the server. On news of one, the receivers are cut to one and measure their unloaded
 /// round trip again with one receive in flight (see
-/// [`LoadedRoundTrip::remeasure`](crate::round_trip::LoadedRoundTrip::remeasure)) before more
+/// [`LoadedRoundTrip::remeasure`](crate::sqs::round_trip::LoadedRoundTrip::remeasure)) before more
 /// start.
 #[derive(Debug, Default)]
 pub(crate) struct Pressure {

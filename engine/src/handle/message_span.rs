@@ -5,7 +5,7 @@
 
 use tracing::field::Empty;
 
-use crate::message::{Message, TRACE_HEADER_ATTRIBUTE};
+use crate::handle::message::{Message, TRACE_HEADER_ATTRIBUTE};
 
 /// The span a message's handler runs in, with the message's trace context as fields (the
 /// `AWSTraceHeader` system attribute and a `traceparent` message attribute) and, with the
@@ -29,7 +29,7 @@ pub(crate) fn message_span(queue: &str, message: &Message) -> tracing::Span {
     #[cfg(feature = "opentelemetry")]
     if !span.is_disabled() {
         span.record("otel.name", format!("process {queue}"));
-        crate::trace_context::join(&span, message);
+        crate::handle::trace_context::join(&span, message);
     }
     span
 }
@@ -52,7 +52,7 @@ pub(crate) fn batch_span<'a>(
     #[cfg(feature = "opentelemetry")]
     if !span.is_disabled() {
         span.record("otel.name", format!("process {queue}"));
-        crate::trace_context::link_each(&span, messages);
+        crate::handle::trace_context::link_each(&span, messages);
     }
     #[cfg(not(feature = "opentelemetry"))]
     drop(messages);

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::handle::outcome::Outcome;
 use crate::limits::MAX_VISIBILITY;
-use crate::outcome::Outcome;
 
 /// How the engine settles a message whose handler returned an `Err` (see
 /// [`EngineBuilder::on_handler_error`](crate::EngineBuilder::on_handler_error)).

@@ -72,7 +72,7 @@ impl Message {
     /// SNS message of another type, a field missing, or an attribute that cannot be read.
     /// Returned from a handler with `?`, it settles the message by `on_handler_error`.
     pub fn sns_notification(&self) -> Result<crate::SnsNotification, crate::SnsEnvelopeError> {
-        crate::sns_envelope::unwrap(&self.body)
+        crate::handle::sns_envelope::unwrap(&self.body)
     }
 
     /// The message id SQS assigned when it was sent. A message received again keeps it.

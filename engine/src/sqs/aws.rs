@@ -18,7 +18,7 @@ use crate::api::{
     ReceivedMessage, SendEntry, SqsApi, is_throttling_code,
 };
 use crate::attribute::{AttributeValue, MessageAttribute};
-use crate::aws_batch::{ENTRY_IDS, align, entry_failures, invalid_entry, send_entries};
+use crate::sqs::aws_batch::{ENTRY_IDS, align, entry_failures, invalid_entry, send_entries};
 
 /// The engine's connection to SQS through an `aws_sdk_sqs::Client`.
 ///

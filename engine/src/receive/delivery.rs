@@ -9,16 +9,16 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::api::ReceivedMessage;
-use crate::held::BodyRoom;
+use crate::handle::message::Message;
+use crate::handle::message_span::message_span;
+use crate::handle::outcome::Outcome;
 use crate::limits::MAX_VISIBILITY;
-use crate::message::Message;
-use crate::message_span::message_span;
-use crate::outcome::Outcome;
-use crate::queue::QueueRuntime;
+use crate::receive::held::BodyRoom;
+use crate::receive::queue::QueueRuntime;
+use crate::receive::turn::{Fate, Turn};
 use crate::settle::hold::Hold;
 use crate::settle::plan::plan;
 use crate::settle::{self, AnswerHook, Request, Settlement};
-use crate::turn::{Fate, Turn};
 
 /// One received message, not yet settled.
 ///

@@ -26,8 +26,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::sleep::sleep_until_or_forever;
-use crate::whole_seconds::ceil_seconds;
+use crate::sqs::sleep::sleep_until_or_forever;
+use crate::sqs::whole_seconds::ceil_seconds;
 
 /// The parked messages of one queue: when each delay ends, earliest first, and the gauge.
 ///
@@ -141,9 +141,9 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::expire;
-    use crate::lane::Lane;
+    use crate::handle::outcome::Outcome;
     use crate::metrics::{QueueMetrics, StatsCells};
-    use crate::outcome::Outcome;
+    use crate::sqs::lane::Lane;
 
     /// A queue's metrics on a recorder of their own, with the task that counts out parked
     /// messages running.

@@ -1,7 +1,7 @@
 //! How fast the engine's workers could take messages if receiving kept up: the demand the
 //! receivers grow toward while the workers wait for messages.
 //!
-//! The rate the workers take messages at ([`TakeRate`](crate::take_rate::TakeRate)) is what
+//! The rate the workers take messages at ([`TakeRate`](crate::receive::take_rate::TakeRate)) is what
 //! the receivers bring while the workers wait: it only doubles a round trip as the receivers
 //! grow. What the workers could take is their number over how long a handler takes, which is
 //! known from the first handlers on.
@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::round_trip::RoundTrip;
+use crate::sqs::round_trip::RoundTrip;
 
 /// The workers of a queue whose handlers the engine runs ([`Engine::run`] and
 /// [`Engine::run_batches`]), and how long their handlers take.

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::delivery::Delivery;
-use crate::queue::QueueRuntime;
+use crate::receive::delivery::Delivery;
+use crate::receive::queue::QueueRuntime;
 
 /// The deliveries of one receive, with each body stored in S3 in place of its pointer, when
 /// the queue fetches them. One whose body cannot be read is settled by the queue's
@@ -36,10 +36,10 @@ mod fetching {
     use tracing::{debug, warn};
 
     use crate::LargePayloads;
-    use crate::delivery::Delivery;
+    use crate::handle::outcome::Outcome;
     use crate::large_payload::pointer;
-    use crate::outcome::Outcome;
-    use crate::queue::QueueRuntime;
+    use crate::receive::delivery::Delivery;
+    use crate::receive::queue::QueueRuntime;
 
     pub(super) async fn resolve(
         queue: &Arc<QueueRuntime>,

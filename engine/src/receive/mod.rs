@@ -1,0 +1,17 @@
+//! The receive side of one queue: the opened queue (`queue.rs`), the long-poll receivers and
+//! how many run (`receiver.rs`), the room they take (`held.rs`, `receive_rate.rs`,
+//! `pause.rs`), the demand they size themselves by (`take_rate.rs`, `worker_capacity.rs`), the
+//! deliveries they make (`delivery.rs`), the FIFO group gate (`fifo.rs`, `turn.rs`), and the
+//! consumer that runs them with the settlement (`consumer.rs`).
+
+pub(crate) mod consumer;
+pub(crate) mod delivery;
+pub(crate) mod fifo;
+pub(crate) mod held;
+pub(crate) mod pause;
+pub(crate) mod queue;
+pub(crate) mod receive_rate;
+pub(crate) mod receiver;
+pub(crate) mod take_rate;
+pub(crate) mod turn;
+pub(crate) mod worker_capacity;
