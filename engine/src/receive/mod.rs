@@ -1,10 +1,11 @@
-//! The receive side of one queue: the opened queue (`queue.rs`), the long-poll receivers and
-//! how many run (`receiver.rs`), the room they take (`held.rs`, `receive_rate.rs`,
+//! The receive side of one queue: the opened queue (`queue.rs`), the long-poll receivers
+//! (`receiver.rs`) and how many run (`count.rs`, a pure state), the room they take (`held.rs`, `receive_rate.rs`,
 //! `pause.rs`), the demand they size themselves by (`take_rate.rs`, `worker_capacity.rs`), the
 //! deliveries they make (`delivery.rs`), the FIFO group gate (`fifo.rs`, `turn.rs`), and the
 //! consumer that runs them with the settlement (`consumer.rs`).
 
 pub(crate) mod consumer;
+pub(crate) mod count;
 pub(crate) mod delivery;
 pub(crate) mod fifo;
 pub(crate) mod held;

@@ -1,7 +1,7 @@
 //! Long-poll receivers: each loops on `ReceiveMessage` while the engine has room for a batch.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -14,17 +14,14 @@ use crate::api::{CallErrorKind, ReceiveRequest};
 use crate::handle::system_attributes::SystemAttributes;
 use crate::health::AfterFailure;
 use crate::metrics::Action;
+use crate::receive::count::{Answered, Next, ReceiverCount};
 use crate::receive::delivery::Delivery;
 use crate::receive::held::BodyRoom;
 use crate::receive::queue::QueueRuntime;
 use crate::receive::receive_rate::{MaxReceiveRate, ReceiveRate};
-use crate::receive::take_rate::TakeRate;
 use crate::settle::hold::Hold;
 use crate::sqs::backoff::Backoff;
 use crate::sqs::caught::caught;
-use crate::sqs::round_trip::LoadedRoundTrip;
-
-use demand::Demand;
 
 /// How long SQS deduplicates a FIFO receive by its `ReceiveRequestAttemptId`: a retry later
 /// than this after the attempt's first call gets a new id.
@@ -44,24 +41,8 @@ pub(crate) struct ReceiverConfig {
     pub(crate) max_rate: Option<MaxReceiveRate>,
 }
 
-/// The receivers of one queue and what they share. The engine runs between one and `most`
-/// of them, as many as keep the workers fed: a receive that comes back full while the workers
-/// are short of messages starts another; one that comes back partly filled or empty, or full
-/// while received messages pile up unstarted, ends its receiver (the last one stays), and so
-/// does one that fails in a way a retry may mend (throttled, a server error, no answer in
-/// time). So an idle queue costs one long poll at a time, a busy one on a slow link gets as
-/// many receives in flight as its round trip needs, slow handlers are not fed faster than they
-/// take, and an overloaded or throttling server is left one receive retrying with backoff
-/// rather than every receive it timed out. A call of any kind to the queue that fails so (a
-/// settlement call included) also makes the receivers measure their unloaded round trip again
-/// with one receive in flight, and cuts them to one until it is known: on a server that serves
-/// calls a few at a time, a round trip first measured with eight in flight was already
-/// queueing, and more receives would have looked worth it until every call timed out. So does
-/// a full receive whose round trip now is more than four times the unloaded one: the server
-/// answers ever slower. Measured with one receive in flight, a slower network (the same round
-/// trip whatever the receives in flight) becomes the unloaded round trip and the receivers
-/// grow back; a loaded server answers one receive fast again, and they grow only as far as
-/// its round trip stays within twice that.
+/// The receivers of one queue and what they share. How many run is
+/// [`ReceiverCount`]'s to decide (see `count.rs` for the policy); they act on its answers.
 pub(crate) struct Receivers {
     pub(crate) queue: Arc<QueueRuntime>,
     pub(crate) config: ReceiverConfig,
@@ -76,26 +57,10 @@ pub(crate) struct Receivers {
     pub(crate) stop: CancellationToken,
     pub(crate) tasks: TaskTracker,
     pub(crate) runtime: tokio::runtime::Handle,
-    /// The most receivers at once.
-    pub(crate) most: usize,
     /// The most KiB one receive may take from `bytes` (all of it).
     pub(crate) bytes_cap: u32,
-    active: AtomicUsize,
-    /// Messages received and not yet handed out. Many waiting means the receivers outrun the
-    /// workers.
-    waiting: AtomicUsize,
-    /// Takers (the dispatcher, a subscription) waiting for a receive now: the demand signal.
-    takers_waiting: AtomicUsize,
-    /// When a taker last stopped waiting for a receive, in nanoseconds since `epoch` (0:
-    /// never).
-    last_wait_end: AtomicU64,
-    epoch: Instant,
-    /// How long a full receive takes, now and unloaded.
-    round_trip: LoadedRoundTrip,
-    /// The queue's [`Pressure`](crate::sqs::pressure::Pressure) as last heeded.
-    pressure_seen: AtomicU64,
-    /// How fast the messages received are handed out.
-    taken: TakeRate,
+    /// How many receivers run, and what decides it.
+    count: Mutex<ReceiverCount>,
     /// The cap on messages received a second, when set: each receive takes its batch first.
     rate: Option<ReceiveRate>,
     /// Set before `stop` when the settlement stays open after the receivers (see
@@ -126,17 +91,9 @@ impl Receivers {
             stop,
             tasks: TaskTracker::new(),
             runtime,
-            most: most.max(1),
             bytes_cap,
-            active: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
-            takers_waiting: AtomicUsize::new(0),
-            last_wait_end: AtomicU64::new(0),
+            count: Mutex::new(ReceiverCount::new(config.max_messages, most)),
             finish_polls: AtomicBool::new(false),
-            epoch: Instant::now(),
-            round_trip: LoadedRoundTrip::default(),
-            pressure_seen: AtomicU64::new(0),
-            taken: TakeRate::default(),
             rate: config
                 .max_rate
                 .map(|rate| ReceiveRate::new(rate, config.max_messages, Instant::now())),
@@ -146,68 +103,57 @@ impl Receivers {
     /// Starts the first receiver, which hands what it receives to `out` (each receiver holds
     /// a sender: the channel closes when the last one ends).
     pub(crate) fn start(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
-        self.active.fetch_add(1, Ordering::SeqCst);
+        self.count().start_first();
+        self.act(Next::GO, &out);
         self.spawn(out);
         self.tasks.close();
     }
 
+    /// The receivers' count, locked: plain data, and no code under the lock panics.
+    fn count(&self) -> MutexGuard<'_, ReceiverCount> {
+        self.count.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// How many receivers run now.
     pub(crate) fn active(&self) -> usize {
-        self.active.load(Ordering::SeqCst)
+        self.count().active()
+    }
+
+    /// Carries out what the count decided for a receiver: starts the receivers it counted
+    /// in, and reports how many run. Whether the receiver ends is the caller's to act on.
+    fn act(self: &Arc<Self>, next: Next, out: &mpsc::Sender<Vec<Delivery>>) -> Next {
+        if let Next::Go { start } = next {
+            for _ in 0..start {
+                self.spawn(out.clone());
+            }
+        }
+        self.queue.metrics.receivers_active(self.active() as f64);
+        next
     }
 
     /// A receiver received `count` messages, which wait for a worker. The count and its
     /// gauge move together here and in [`left_prefetch`](Self::left_prefetch) only.
     fn received(&self, count: usize) {
-        self.waiting.fetch_add(count, Ordering::SeqCst);
+        self.count().received(count);
         self.queue.metrics.prefetched(count as f64);
     }
 
     /// `count` messages received left the prefetch, handed out (to a worker, or to the FIFO
     /// gate) or returned to the queue: room to receive as many again.
     pub(crate) fn left_prefetch(&self, count: usize) {
-        // Every delivery leaving was counted before its receiver sent it; saturating only
-        // keeps a miscount from wrapping.
-        let _ = self
-            .waiting
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |waiting| {
-                Some(waiting.saturating_sub(count))
-            });
+        self.count().left_prefetch(count);
         self.queue.metrics.prefetched(-(count as f64));
-        self.taken.took(count);
         self.ahead.add_permits(count);
     }
 
     /// A taker found nothing received and waits for a receive until the guard is dropped.
     pub(crate) fn taker_waits(self: &Arc<Self>) -> TakerWaiting {
-        self.takers_waiting.fetch_add(1, Ordering::SeqCst);
+        self.count().taker_waits();
         TakerWaiting(Arc::clone(self))
-    }
-
-    /// Whether a taker waited for a receive after `since`: the workers are short of messages,
-    /// and more receives in flight would feed them. A wait that ended as `since` began (the
-    /// one the receive before fed) does not count.
-    fn takers_waited_since(&self, since: Instant) -> bool {
-        if self.takers_waiting.load(Ordering::SeqCst) > 0 {
-            return true;
-        }
-        let ended = self.last_wait_end.load(Ordering::SeqCst);
-        ended > nanos_between(self.epoch, since)
-    }
-
-    /// The workers' demand as a receive of `own` messages made at `called_at` came back.
-    fn demand(&self, own: usize, called_at: Instant) -> Demand {
-        let batch = usize::from(self.config.max_messages).max(1);
-        Demand {
-            takers_waited: self.takers_waited_since(called_at),
-            waiting: self.waiting.load(Ordering::SeqCst).saturating_sub(own),
-            batch,
-        }
     }
 
     fn spawn(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
         let index = self.active();
-        self.queue.metrics.receivers_active(index as f64);
         self.tasks.spawn_on(
             run(Arc::clone(self), out)
                 .instrument(debug_span!("receiver", queue = %self.queue.name, index)),
@@ -304,8 +250,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
         }
         // A call to the queue failed against an overloaded server while this one waited: no
         // receive from a receiver one more than the round trip's measurement wants.
-        set.heed_pressure();
-        if attempt.is_none() && set.cut_while_remeasuring() {
+        let next = set
+            .count()
+            .before_call(queue.pressure.marks(), attempt.is_some());
+        if set.act(next, &out) == Next::End {
             return;
         }
         if queue.fifo
@@ -386,7 +334,8 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 failures = 0;
                 queue.health.receive_succeeded();
                 if messages.is_empty() {
-                    if set.shrink() {
+                    let next = set.count().after_empty();
+                    if set.act(next, &out) == Next::End {
                         return;
                     }
                     continue;
@@ -395,7 +344,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 if full {
                     // Only a full receive measures the round trip: a partly filled one may
                     // have waited out its long poll.
-                    set.round_trip.sample(called_at.elapsed(), set.active());
+                    set.count().answered_full(called_at.elapsed());
                 }
                 let sizes: Vec<u32> = messages
                     .iter()
@@ -462,21 +411,21 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     crate::receive::delivery::return_all(queue, unsent.0);
                     return;
                 }
-                // Full, and the workers keep up: perhaps one more. Full, but the workers fall
+                // Full, and the workers keep up: perhaps more. Full, but the workers fall
                 // behind, or not full: one fewer (not the last). Cut to one while the round
-                // trip is measured again: after a call to an overloaded server failed, or once
-                // the receives answer far slower than their unloaded round trip.
-                set.heed_pressure();
-                if full && set.round_trip.overloaded() {
-                    set.round_trip.remeasure(1);
-                }
-                let demand = set.demand(own, called_at);
-                if set.cut_while_remeasuring() {
-                    return;
-                }
-                if full && !demand.outrunning(set.active()) {
-                    set.grow(demand, &out);
-                } else if set.shrink() {
+                // trip is measured again.
+                let answered = Answered {
+                    called_at,
+                    full,
+                    own,
+                    pressure: queue.pressure.marks(),
+                    room: set.ahead.available_permits() / usize::from(config.max_messages).max(1),
+                    could_take: queue.capacity.per_second(),
+                    rate_cap: set.rate.as_ref().map(ReceiveRate::per_second),
+                    stopping: stop.is_cancelled(),
+                };
+                let next = set.count().after_batch(Instant::now(), answered);
+                if set.act(next, &out) == Next::End {
                     return;
                 }
             }
@@ -485,7 +434,6 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 if failure.is_transient() {
                     queue.pressure.mark();
                 }
-                set.heed_pressure();
                 if queue.health.receive_failed(&failure) == AfterFailure::GiveUp {
                     error!(queue = %queue.name, error = %failure, "receive failed in a way retrying cannot mend for longer than the engine's give_up_after: no more receives");
                     return;
@@ -495,7 +443,12 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 // retries with backoff), and full receives start others once it answers
                 // again. A FIFO receive to retry under its attempt id is retried by its own
                 // receiver, which may get what the call took.
-                if failure.is_transient() && attempt.is_none() && set.shrink() {
+                let next = set.count().after_failure(
+                    queue.pressure.marks(),
+                    failure.is_transient(),
+                    attempt.is_some(),
+                );
+                if set.act(next, &out) == Next::End {
                     debug!(queue = %queue.name, error = %failure, "receive failed; one receiver fewer");
                     return;
                 }
@@ -522,16 +475,8 @@ pub(crate) struct TakerWaiting(Arc<Receivers>);
 
 impl Drop for TakerWaiting {
     fn drop(&mut self) {
-        let set = &self.0;
-        let now = nanos_between(set.epoch, Instant::now()).max(1);
-        set.last_wait_end.fetch_max(now, Ordering::SeqCst);
-        set.takers_waiting.fetch_sub(1, Ordering::SeqCst);
+        self.0.count().taker_done(Instant::now());
     }
-}
-
-/// Nanoseconds from `epoch` to `then` (0 before it), saturating.
-fn nanos_between(epoch: Instant, then: Instant) -> u64 {
-    u64::try_from(then.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The room a message of `bytes` takes among the bytes held, in KiB (at least one).
@@ -600,8 +545,6 @@ fn oldest_age(deliveries: &[Delivery]) -> Option<Duration> {
         .max()
 }
 
-mod demand;
-mod sizing;
 mod stored;
 #[cfg(test)]
 mod tests;

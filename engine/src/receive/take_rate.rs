@@ -1,7 +1,5 @@
 //! How fast the workers take received messages: the demand the receivers size themselves by.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -10,15 +8,12 @@ use tokio::time::Instant;
 /// millisecond, and a window that short counts a receive batch or two.
 const MIN_WINDOW: Duration = Duration::from_millis(10);
 
-/// Messages taken per second, over the last window of at least a round trip that ended.
+/// Messages taken per second, over the last window of at least a round trip that ended. Pure:
+/// it takes `now`.
 #[derive(Debug, Default)]
 pub(crate) struct TakeRate {
-    taken: AtomicU64,
-    window: Mutex<Window>,
-}
-
-#[derive(Debug, Default)]
-struct Window {
+    /// Messages taken so far.
+    taken: u64,
     /// When the window under way began, and the count taken then; `None` before the first.
     began: Option<(Instant, u64)>,
     /// The rate of the last window that ended; `None` until one has.
@@ -27,30 +22,26 @@ struct Window {
 
 impl TakeRate {
     /// `count` messages were taken.
-    pub(crate) fn took(&self, count: usize) {
-        self.taken.fetch_add(count as u64, Ordering::Relaxed);
+    pub(crate) fn took(&mut self, count: usize) {
+        self.taken = self.taken.saturating_add(count as u64);
     }
 
     /// The rate of the last window that ended, ending the one under way first if it has
     /// lasted `at_least` (and [`MIN_WINDOW`]); `None` until a window has ended.
-    pub(crate) fn per_second(&self, now: Instant, at_least: Duration) -> Option<f64> {
-        let taken = self.taken.load(Ordering::Relaxed);
-        let mut window = self
-            .window
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match window.began {
-            None => window.began = Some((now, taken)),
+    pub(crate) fn per_second(&mut self, now: Instant, at_least: Duration) -> Option<f64> {
+        let taken = self.taken;
+        match self.began {
+            None => self.began = Some((now, taken)),
             Some((began, taken_then)) => {
                 let lasted = now.saturating_duration_since(began);
                 if lasted >= at_least.max(MIN_WINDOW) {
                     let count = taken.saturating_sub(taken_then) as f64;
-                    window.per_second = Some(count / lasted.as_secs_f64());
-                    window.began = Some((now, taken));
+                    self.per_second = Some(count / lasted.as_secs_f64());
+                    self.began = Some((now, taken));
                 }
             }
         }
-        window.per_second
+        self.per_second
     }
 }
 
@@ -60,7 +51,7 @@ mod tests {
 
     #[test]
     fn the_rate_is_that_of_the_last_window_of_at_least_a_round_trip() {
-        let rate = TakeRate::default();
+        let mut rate = TakeRate::default();
         let start = Instant::now();
         let ms = |n| start + Duration::from_millis(n);
         let round_trip = Duration::from_millis(50);

@@ -1,7 +1,7 @@
-use super::sizing::MIN_USEFUL_RECEIVERS;
 use super::*;
 use crate::Engine;
 use crate::api::CallError;
+use crate::receive::count::MIN_USEFUL_RECEIVERS;
 use crate::stand_in::{StandIn, full_receives, message};
 
 /// A consumer of `queue` on `api` with one receiver (and a 30 s visibility timeout).

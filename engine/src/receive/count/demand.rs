@@ -12,7 +12,7 @@ const WAITING_BATCHES_TO_SHRINK: usize = 4;
 /// messages: a full receive may start another receiver even if no worker waited yet.
 const WAITING_BATCHES_TO_GROW: usize = 2;
 
-/// The workers' demand for messages as a receive came back (see `Receivers::demand`).
+/// The workers' demand for messages as a receive came back (see `ReceiverCount::after_batch`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Demand {
     /// A taker waited for a receive during the call.
