@@ -21,10 +21,10 @@ use crate::metrics::CallCounts;
 use crate::queue_url::is_url;
 use crate::sqs::backoff::Backoff;
 use crate::sqs::batch::budget::{ByteBudget, Weighed};
+use crate::sqs::batch::drive::{Driven, Due, drive};
 use crate::sqs::batch::{BatchConfig, Batcher, Queued};
 use crate::sqs::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::sqs::retry::retrying;
-use crate::sqs::sleep::sleep_until_or_forever;
 
 /// A publish waiting for its call.
 struct Pending {
@@ -169,7 +169,7 @@ impl Publishing {
                         .insert(target.clone(), Arc::clone(&destination));
                     let span = debug_span!("publisher", destination = %target.name(), action = target.action());
                     self.tasks.spawn_on(
-                        drive(
+                        run(
                             self.services.clone(),
                             self.backoff,
                             Arc::clone(&destination),
@@ -217,38 +217,56 @@ impl Publishing {
 }
 
 /// Sends the batches of one destination until it is drained.
-async fn drive(
+async fn run(
     services: Services,
     backoff: Backoff,
     destination: Arc<Destination>,
     tasks: TaskTracker,
 ) {
-    loop {
-        let now = Instant::now();
+    drive(&DestinationDriver {
+        services,
+        backoff,
+        destination,
+        tasks,
+    })
+    .await;
+}
+
+/// One destination's batcher and its calls, as the batch driver runs them.
+struct DestinationDriver {
+    services: Services,
+    backoff: Backoff,
+    destination: Arc<Destination>,
+    tasks: TaskTracker,
+}
+
+impl Driven for DestinationDriver {
+    type Batch = Vec<Pending>;
+
+    fn poll(&self, now: Instant) -> Due<Self::Batch> {
+        let mut state = self.destination.lock();
         let mut batches = Vec::new();
-        let (deadline, done) = {
-            let mut state = destination.lock();
-            while let Some((_, batch)) = state.poll(now) {
-                batches.push(batch);
-            }
-            (state.next_deadline(), state.is_done())
-        };
-        for batch in batches {
-            tasks.spawn(send(
-                services.clone(),
-                backoff,
-                Arc::clone(&destination),
-                batch,
-            ));
+        while let Some((_, batch)) = state.poll(now) {
+            batches.push(batch);
         }
-        if done {
-            return;
+        Due {
+            batches,
+            next: state.next_deadline(),
+            done: state.is_done(),
         }
-        tokio::select! {
-            biased;
-            () = destination.wake.notified() => {}
-            () = sleep_until_or_forever(deadline) => {}
-        }
+    }
+
+    fn send(&self, batch: Self::Batch) {
+        self.tasks.spawn(send(
+            self.services.clone(),
+            self.backoff,
+            Arc::clone(&self.destination),
+            batch,
+        ));
+    }
+
+    fn wake(&self) -> &Notify {
+        &self.destination.wake
     }
 }
 

@@ -19,10 +19,10 @@ mod settler;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,9 +33,9 @@ use crate::error::SettleError;
 use crate::handle::outcome::Outcome;
 use crate::health::Call;
 use crate::metrics::Action;
+use crate::sqs::batch::drive::{Driven, Due, drive};
 use crate::sqs::lane::Lane;
 use crate::sqs::per_entry::{BatchCall, EntryAnswer, send_per_entry};
-use crate::sqs::sleep::sleep_until_or_forever;
 use answer::{ExtensionFailure, Failure, answer, answer_extension};
 use coalescer::{Batch, Entry};
 use settler::Completion;
@@ -195,43 +195,80 @@ impl Future for Settlement {
 /// Each batch call runs as its own task on `tracker`, so a slow call never holds up the next
 /// batch of another lane.
 pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker: TaskTracker) {
-    loop {
-        let now = Instant::now();
-        let (batches, deadline, draining, done) = {
-            let mut state = settler.lock();
-            if drain.is_cancelled() {
+    let name = Arc::clone(&settler.name);
+    drive(&SettleDriver {
+        settler,
+        drain,
+        tracker,
+        draining: AtomicBool::new(false),
+    })
+    .await;
+    debug!(queue = %name, "settlements flushed");
+}
+
+/// A queue's settlement state and its calls, as the batch driver runs them.
+struct SettleDriver {
+    settler: Arc<Settler>,
+    drain: CancellationToken,
+    tracker: TaskTracker,
+    /// Whether the state drains, as of the last turn.
+    draining: AtomicBool,
+}
+
+impl Driven for SettleDriver {
+    type Batch = Batch<Token<Completion>>;
+
+    fn poll(&self, now: Instant) -> Due<Self::Batch> {
+        let due = {
+            let mut state = self.settler.lock();
+            if self.drain.is_cancelled() {
                 state.drain();
             }
             let batches = state.poll(now);
             let done = state.close_if_done();
-            (batches, state.next_deadline(), state.is_draining(), done)
-        };
-        if !batches.is_empty() {
-            settler.shrunk.notify_waiters();
-        }
-        for batch in batches {
-            settler
-                .metrics
-                .flushed(batch.lane, batch.reason, batch.entries.len());
-            let span = tracing::debug_span!("batch", queue = %settler.name, action = Action::of_lane(batch.lane).as_str(), entries = batch.entries.len(), reason = batch.reason.as_str());
-            tracker.spawn(execute(Arc::clone(&settler), batch).instrument(span));
-        }
-        if done {
-            debug!(queue = %settler.name, "settlements flushed");
-            return;
-        }
-        // Biased: every branch only loops back, and a fixed order keeps a run on a paused clock
-        // the same from one seed to the next.
-        tokio::select! {
-            biased;
-            () = settler.wake.notified() => {
-                // Let the tasks woken with the one that pushed run first: handlers that finish
-                // in the same tick (a receive batch of equal work) then share a call instead
-                // of the first entry going out alone on an idle lane.
-                tokio::task::yield_now().await;
+            self.draining.store(state.is_draining(), Ordering::Relaxed);
+            Due {
+                batches,
+                next: state.next_deadline(),
+                done,
             }
-            () = sleep_until_or_forever(deadline) => {}
-            () = drain.cancelled(), if !draining => {}
+        };
+        if !due.batches.is_empty() {
+            self.settler.shrunk.notify_waiters();
+        }
+        due
+    }
+
+    fn send(&self, batch: Self::Batch) {
+        let settler = &self.settler;
+        settler
+            .metrics
+            .flushed(batch.lane, batch.reason, batch.entries.len());
+        let span = tracing::debug_span!("batch", queue = %settler.name, action = Action::of_lane(batch.lane).as_str(), entries = batch.entries.len(), reason = batch.reason.as_str());
+        self.tracker
+            .spawn(execute(Arc::clone(settler), batch).instrument(span));
+    }
+
+    fn wake(&self) -> &Notify {
+        &self.settler.wake
+    }
+
+    /// Lets the tasks woken with the one that pushed run first: handlers that finish in the
+    /// same tick (a receive batch of equal work) then share a call instead of the first entry
+    /// going out alone on an idle lane.
+    fn after_wake(&self) -> impl Future<Output = ()> + Send {
+        tokio::task::yield_now()
+    }
+
+    /// The drain for shutdown, until the state drains.
+    fn interrupted(&self) -> impl Future<Output = ()> + Send {
+        let draining = self.draining.load(Ordering::Relaxed);
+        async move {
+            if draining {
+                std::future::pending::<()>().await;
+            } else {
+                self.drain.cancelled().await;
+            }
         }
     }
 }

@@ -16,9 +16,12 @@
 //! from one kind of call to another, and is the batcher's [`Rule`]: distinct keys, one call in
 //! flight per key on an ordered line, for settlement ([`distinct::DistinctKeys`]); a byte
 //! budget per call for publishing ([`budget::ByteBudget`]).
+//!
+//! One loop runs a batcher's state and its calls: [`drive::drive`].
 
 pub(crate) mod budget;
 pub(crate) mod distinct;
+pub(crate) mod drive;
 mod reason;
 mod rule;
 
