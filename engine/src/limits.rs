@@ -1,6 +1,7 @@
-//! The limits SQS sets that the engine holds to, and the checks SQS makes on names and text,
-//! each stated once: the engine's settings, the RustStream broker's publisher and
-//! subscriptions, and the in-process SQS (feature `testing`) all read them from here.
+//! The limits SQS sets that the engine holds to, and the checks SQS (and SNS) make on names
+//! and text, each stated once: the engine's settings, the publishers, the RustStream broker's
+//! subscriptions, the in-process SQS (feature `testing`) and the load test's embedded server
+//! all read them from here.
 
 use std::time::Duration;
 
@@ -40,6 +41,17 @@ pub fn valid_queue_name(name: &str) -> bool {
     let stem = name.strip_suffix(".fifo").unwrap_or(name);
     !stem.is_empty()
         && name.len() <= MAX_QUEUE_NAME_LEN
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Whether SNS takes `name` as a topic name: 1 to 256 letters, digits, `-` and `_`, with the
+/// `.fifo` suffix of a FIFO topic counted in the 256.
+pub fn valid_topic_name(name: &str) -> bool {
+    let stem = name.strip_suffix(".fifo").unwrap_or(name);
+    !stem.is_empty()
+        && name.len() <= 256
         && stem
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -91,6 +103,16 @@ mod tests {
         assert!(!valid_text("bell\u{7}"));
         assert!(!valid_text("\u{FFFE}"));
         assert!(!valid_text("\u{FFFF}"));
+    }
+
+    #[test]
+    fn a_topic_name_counts_its_fifo_suffix_in_256() {
+        assert!(valid_topic_name("order-events_2"));
+        assert!(valid_topic_name(&format!("{}.fifo", "t".repeat(251))));
+        assert!(!valid_topic_name(&format!("{}.fifo", "t".repeat(252))));
+        assert!(!valid_topic_name(""));
+        assert!(!valid_topic_name(".fifo"));
+        assert!(!valid_topic_name("order.events"));
     }
 
     #[test]

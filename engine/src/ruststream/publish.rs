@@ -121,15 +121,10 @@ impl PublishPolicy<ConnectedSqsBroker> for SqsPublish {
         self,
         connected: &ConnectedSqsBroker,
     ) -> impl Future<Output = Result<SqsPublisher, PairError>> + Send {
-        let paired = if connected.core().is_closed() {
-            Err(PairError::new(SqsError::NotConnected))
-        } else {
-            Ok(SqsPublisher {
-                core: Connection::Open(Arc::clone(connected.core())),
-                group_id: self.group_id,
-            })
-        };
-        std::future::ready(paired)
+        std::future::ready(paired_core(connected).map(|core| SqsPublisher {
+            core: Connection::Open(core),
+            group_id: self.group_id,
+        }))
     }
 
     #[cfg(feature = "asyncapi")]
@@ -422,11 +417,27 @@ impl Publisher for SqsPublisher {
                 #[cfg(feature = "s3")]
                 Queued::ToStore(to_store) => to_store.store_and_enqueue().await?,
             };
-            answer
-                .await
-                .unwrap_or(Err(PublishError::Closed))
-                .map_err(SqsError::from)
+            answered(answer).await
         }
+    }
+}
+
+/// What a queued publish resolves to: its entry's answer, or [`PublishError::Closed`] when the
+/// publisher's drivers went away before answering.
+pub(crate) async fn answered(answer: oneshot::Receiver<Answer>) -> Result<(), SqsError> {
+    answer
+        .await
+        .unwrap_or(Err(PublishError::Closed))
+        .map_err(SqsError::from)
+}
+
+/// The connection a publish policy pairs with: [`SqsError::NotConnected`] once it is closed.
+pub(crate) fn paired_core(connected: &ConnectedSqsBroker) -> Result<Arc<Core>, PairError> {
+    let core = connected.core();
+    if core.is_closed() {
+        Err(PairError::new(SqsError::NotConnected))
+    } else {
+        Ok(Arc::clone(core))
     }
 }
 

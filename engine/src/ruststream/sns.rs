@@ -14,10 +14,10 @@ use tokio::sync::oneshot;
 
 use super::connection::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
-use super::publish::{OutgoingEntry, SqsPublishOptions};
+use super::publish::{OutgoingEntry, SqsPublishOptions, answered, paired_core};
 use super::queue::is_fifo;
 use super::topic::topic_name;
-use crate::publish::{Answer, PublishError, Target};
+use crate::publish::{Answer, Target};
 use crate::sqs::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES};
 
 // The coalescer shared with queues makes batches `PublishBatch` takes.
@@ -96,17 +96,12 @@ impl PublishPolicy<ConnectedSqsBroker> for SnsPublish {
         self,
         connected: &ConnectedSqsBroker,
     ) -> impl Future<Output = Result<SnsPublisher, PairError>> + Send {
-        let paired = if connected.core().is_closed() {
-            Err(PairError::new(SqsError::NotConnected))
-        } else {
-            Ok(SnsPublisher {
-                core: Arc::clone(connected.core()),
-                group_id: self.group_id,
-                #[cfg(feature = "testing")]
-                fan_out: self.fan_out,
-            })
-        };
-        std::future::ready(paired)
+        std::future::ready(paired_core(connected).map(|core| SnsPublisher {
+            core,
+            group_id: self.group_id,
+            #[cfg(feature = "testing")]
+            fan_out: self.fan_out,
+        }))
     }
 
     #[cfg(feature = "asyncapi")]
@@ -230,14 +225,6 @@ impl Publisher for SnsPublisher {
     ) -> impl Future<Output = Result<(), SqsError>> + Send {
         let (name, payload, headers) = msg.into_parts();
         let queued = self.enqueue(name, Vec::from(payload), &headers, options);
-        async move {
-            match queued {
-                Ok(answer) => answer
-                    .await
-                    .unwrap_or(Err(PublishError::Closed))
-                    .map_err(SqsError::from),
-                Err(error) => Err(error),
-            }
-        }
+        async move { answered(queued?).await }
     }
 }

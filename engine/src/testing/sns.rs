@@ -17,21 +17,13 @@ use super::sent::SentMessage;
 use super::store::State;
 use super::topic::Topic;
 use crate::api::{BoxFuture, CallError, EntryFailure, EntryResult, SendEntry};
+use crate::limits::valid_topic_name;
 use crate::queue_url::last_segment;
 use crate::sqs::sns_api::{MAX_PUBLISH_ENTRIES, MAX_TOPIC_MESSAGE_BYTES, SnsApi};
 
 /// The topic's name in a topic name or ARN.
 fn topic_in(topic: &str) -> &str {
     topic.rsplit(':').next().unwrap_or(topic)
-}
-
-fn valid_topic_name(name: &str) -> bool {
-    let stem = name.strip_suffix(".fifo").unwrap_or(name);
-    !stem.is_empty()
-        && name.len() <= 256
-        && stem
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn refused(code: &str, message: impl Into<String>) -> EntryResult {

@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use sqs_engine::limits::valid_topic_name;
 use tracing::warn;
 
 use super::actions::Sqs;
@@ -624,15 +625,4 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, QueryError> {
             "Invalid parameter: {name} must be true or false, not `{value}`"
         ))),
     }
-}
-
-/// Whether `name` is a valid topic name: 1 to 256 letters, digits, `-` and `_`, with the
-/// `.fifo` suffix counted in the 256.
-fn valid_topic_name(name: &str) -> bool {
-    let stem = name.strip_suffix(".fifo").unwrap_or(name);
-    (1..=256).contains(&name.len())
-        && !stem.is_empty()
-        && stem
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
