@@ -89,6 +89,14 @@ pub async fn consume(
                 let message_id = message.message_id().to_owned();
                 let receive_count = receive_count_of(&message);
                 let body = String::from_utf8_lossy(message.payload()).into_owned();
+                // A handler cut short at the shutdown timeout drops its delivery unsettled.
+                let mut cut = CutShort {
+                    record: record.clone(),
+                    consumer,
+                    message_id: message_id.clone(),
+                    receive_count,
+                    ended: false,
+                };
                 let end = handle(
                     consumer,
                     &record,
@@ -99,6 +107,7 @@ pub async fn consume(
                     &body,
                 )
                 .await;
+                cut.ended = true;
                 // The answer comes back with the settlement; a failed one is the engine's to
                 // log, and the invariants read what SQS applied.
                 let _ = match end {
@@ -126,6 +135,30 @@ pub async fn consume(
         Err(error) => format!("broker shutdown: {error}"),
     };
     stopped(&record, consumer, detail)
+}
+
+/// A handler under way: dropped before it ends (aborted at the shutdown timeout), it records
+/// that the consumer let go of its delivery, which the subscription no longer holds.
+struct CutShort {
+    record: Record,
+    consumer: usize,
+    message_id: String,
+    receive_count: u32,
+    /// The handler ended (and recorded so).
+    ended: bool,
+}
+
+impl Drop for CutShort {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.record.push(Event::LetGo {
+            consumer: self.consumer,
+            message_id: std::mem::take(&mut self.message_id),
+            receive_count: self.receive_count,
+        });
+    }
 }
 
 /// The receive count the broker's message carries (0 when it carries none).

@@ -96,8 +96,9 @@ pub enum Event {
         consumer: usize,
     },
     /// The consumer let go of a delivery it held without settling it (one waiting for a
-    /// worker when its shutdown came): the engine no longer holds it, and SQS hands it out
-    /// again once its visibility lapses.
+    /// worker when its shutdown came, or one whose handler was cut short at the shutdown
+    /// timeout): the engine no longer holds it, and SQS hands it out again once its
+    /// visibility lapses.
     #[cfg_attr(
         not(feature = "ruststream"),
         expect(dead_code, reason = "only the broker's consumers let go of a delivery")
