@@ -1,5 +1,5 @@
 //! The native publisher (`Publisher`) against LocalStack: shared `SendMessageBatch` calls with
-//! an answer per message, a FIFO group's order, and what closing does.
+//! an answer per message, calls of up to 1 MiB, a FIFO group's order, and what closing does.
 
 use std::sync::PoisonError;
 
@@ -98,6 +98,34 @@ async fn sends_share_batch_calls_and_each_is_answered_on_its_own() {
     let mut expected: Vec<String> = bodies.into_iter().filter(|b| b != "m7").collect();
     expected.sort();
     assert_eq!(received, expected, "every accepted message arrived once");
+    publisher.close().await;
+    support::delete_queue(&client, &url).await;
+}
+
+#[tokio::test]
+async fn large_messages_share_calls_of_up_to_a_mebibyte() {
+    let client = support::client().await;
+    let queue = support::unique("publish-large");
+    let url = support::create_queue(&client, &queue, 30).await;
+    let (publisher, recording) = recorded().await;
+    // Ten of 100 KiB: 1,000 KiB in all, within one call's 1 MiB (two calls at the most when
+    // the first goes out alone); calls of 256 KiB would take five.
+    let bodies: Vec<String> = (0..10)
+        .map(|n| format!("{n}{}", "x".repeat(100 * 1024 - 1)))
+        .collect();
+    let results = join_all(
+        bodies
+            .iter()
+            .map(|body| publisher.send(&queue, OutgoingMessage::new(body.as_str()))),
+    )
+    .await;
+    for result in results {
+        result.expect("sent");
+    }
+    let calls = send_calls(&recording);
+    assert_eq!(calls.iter().sum::<usize>(), 10, "{calls:?}");
+    assert!(calls.len() <= 2, "ten of 100 KiB in {calls:?}");
+    assert_eq!(drain(&client, &url).await.len(), 10);
     publisher.close().await;
     support::delete_queue(&client, &url).await;
 }

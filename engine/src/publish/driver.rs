@@ -14,7 +14,7 @@ use tracing::{Instrument, debug_span, warn};
 
 use super::error::PublishError;
 use super::services::Services;
-use super::target::Target;
+use super::target::{SMALL_BATCH_BYTES, Target};
 use crate::api::{CallError, CallErrorKind, EntryResult, SendEntry};
 use crate::limits::MAX_BATCH_ENTRIES;
 use crate::metrics::CallCounts;
@@ -74,6 +74,32 @@ impl Destination {
         // Plain data under the lock, and no code under it panics.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// An entry of a call of several entries refused as longer than this SQS takes: the calls
+    /// carry at most [`SMALL_BATCH_BYTES`] from now on, and the entry waits for the next one
+    /// (draining or not). An entry larger than that goes alone, and is answered with the
+    /// refusal if that call is refused too.
+    fn again_in_small_batches(&self, entry: SendEntry, waiter: Waiter) {
+        let mut state = self.lock();
+        let budget = state.rule_mut();
+        if budget.max_bytes() > SMALL_BATCH_BYTES {
+            warn!(destination = %self.target.name(), "a batch call over 256 KiB was refused as too long: calls of at most 256 KiB from now on");
+            budget.lower(SMALL_BATCH_BYTES);
+        }
+        state.push(Pending {
+            bytes: entry_bytes(&entry),
+            entry,
+            since: Instant::now(),
+            waiter,
+        });
+        drop(state);
+        self.wake.notify_one();
+    }
+}
+
+/// The bytes an entry takes in a call.
+fn entry_bytes(entry: &SendEntry) -> usize {
+    SendEntry::size_of(&entry.body, &entry.attributes)
 }
 
 /// The destinations of one publisher, and their drivers.
@@ -82,9 +108,6 @@ pub(crate) struct Publishing {
     runtime: tokio::runtime::Handle,
     backoff: Backoff,
     config: BatchConfig,
-    /// The bytes of a call's entries beyond which no entry is added (a larger entry goes
-    /// alone).
-    max_bytes: usize,
     destinations: Mutex<Destinations>,
     tasks: TaskTracker,
 }
@@ -107,7 +130,6 @@ impl Publishing {
                 max_wait: Duration::from_millis(5),
                 max_in_flight: 4,
             },
-            max_bytes: 256 * 1024,
             destinations: Mutex::new(Destinations::default()),
             tasks: TaskTracker::new(),
         }
@@ -160,7 +182,7 @@ impl Publishing {
                                 max_in_flight: if fifo { 1 } else { self.config.max_in_flight },
                                 ..self.config
                             },
-                            ByteBudget::new(self.max_bytes),
+                            ByteBudget::new(target.max_batch_bytes()),
                         )),
                         wake: Notify::new(),
                     });
@@ -300,9 +322,11 @@ async fn send(
         Ok(address) => {
             let call = PublishCall {
                 services: &services,
-                target: &destination.target,
+                destination: &destination,
                 address: &address,
                 calls: &destination.calls,
+                entries: batch.len(),
+                bytes: batch.iter().map(|pending| pending.bytes).sum(),
             };
             let (entries, waiters) = batch
                 .into_iter()
@@ -325,9 +349,12 @@ async fn send(
 /// The batch calls of one destination, once its address is known.
 struct PublishCall<'a> {
     services: &'a Services,
-    target: &'a Target,
+    destination: &'a Destination,
     address: &'a str,
     calls: &'a CallCounts,
+    /// The batch's entries and their bytes.
+    entries: usize,
+    bytes: usize,
 }
 
 impl BatchCall for PublishCall<'_> {
@@ -339,7 +366,7 @@ impl BatchCall for PublishCall<'_> {
         entries: &'a [SendEntry],
         _sent_at: Instant,
     ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send + 'a {
-        match self.target {
+        match &self.destination.target {
             Target::Queue(_) => self.services.sqs.send_message_batch(self.address, entries),
             #[cfg(feature = "sns")]
             Target::Topic(_) => match self.services.sns() {
@@ -353,13 +380,17 @@ impl BatchCall for PublishCall<'_> {
         self.calls.call(ok, entries);
     }
 
-    fn answer(
-        &self,
-        _entry: SendEntry,
-        (named, tx): Waiter,
-        answer: EntryAnswer,
-        _sent_at: Instant,
-    ) {
+    fn answer(&self, entry: SendEntry, waiter: Waiter, answer: EntryAnswer, _sent_at: Instant) {
+        let (named, tx) = match &answer {
+            // A batch over what this SQS takes goes again, in smaller calls.
+            EntryAnswer::CallFailed { error, .. }
+                if too_long(error) && self.entries > 1 && self.bytes > SMALL_BATCH_BYTES =>
+            {
+                self.destination.again_in_small_batches(entry, waiter);
+                return;
+            }
+            _ => waiter,
+        };
         let result = match answer {
             EntryAnswer::Applied => Ok(()),
             EntryAnswer::Refused(failure) | EntryAnswer::GaveUp { failure, .. } => {
@@ -386,6 +417,14 @@ impl BatchCall for PublishCall<'_> {
             warn!(address, attempt, error = %error, action, "batch publish failed");
         }
     }
+}
+
+/// Whether `error` is SQS refusing a batch call as longer than it takes.
+fn too_long(error: &CallError) -> bool {
+    error
+        .code
+        .as_deref()
+        .is_some_and(|code| code.ends_with("BatchRequestTooLong"))
 }
 
 fn publish_error(named: &str, error: &CallError) -> PublishError {

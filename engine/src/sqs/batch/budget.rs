@@ -27,6 +27,16 @@ impl ByteBudget {
             pending: 0,
         }
     }
+
+    /// The budget per call.
+    pub(crate) fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// Lowers the budget per call to `max_bytes` (never raises it).
+    pub(crate) fn lower(&mut self, max_bytes: usize) {
+        self.max_bytes = self.max_bytes.min(max_bytes);
+    }
 }
 
 impl<E: Weighed> Rule<E> for ByteBudget {
