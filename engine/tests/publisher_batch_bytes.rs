@@ -50,11 +50,11 @@ impl SqsDecorator for Limited {
     }
 }
 
-/// Sends ten messages of 100 KiB at once through an SQS taking `limit` bytes a call, and
-/// returns the bytes of each call asked for.
-async fn ten_of_100_kib(limit: usize) -> (InProcessSqs, Vec<usize>) {
+/// Sends `count` messages of 100 KiB at once to `queue` (one group on a FIFO queue) through
+/// an SQS taking `limit` bytes a call, and returns the bytes of each call asked for.
+async fn of_100_kib(count: usize, queue: &str, limit: usize) -> (InProcessSqs, Vec<usize>) {
     let sqs = InProcessSqs::new();
-    sqs.send("big", "opens the queue").expect("sent");
+    sqs.send(queue, "opens the queue").expect("sent");
     let calls = Arc::new(Mutex::new(Vec::new()));
     let publisher = Publisher::builder()
         .api(Limited {
@@ -64,14 +64,15 @@ async fn ten_of_100_kib(limit: usize) -> (InProcessSqs, Vec<usize>) {
         })
         .build()
         .expect("publisher");
-    let bodies: Vec<String> = (0..10)
-        .map(|n| format!("{n}{}", "x".repeat(100 * 1024 - 1)))
+    let bodies: Vec<String> = (0..count)
+        .map(|n| format!("{n:02}{}", "x".repeat(100 * 1024 - 2)))
         .collect();
-    let results = join_all(
-        bodies
-            .iter()
-            .map(|body| publisher.send("big", OutgoingMessage::new(body.as_str()))),
-    )
+    let fifo = queue.ends_with(".fifo");
+    let results = join_all(bodies.iter().map(|body| {
+        let message = OutgoingMessage::new(body.as_str());
+        let message = if fifo { message.group_id("g") } else { message };
+        publisher.send(queue, message)
+    }))
     .await;
     for result in results {
         result.expect("sent");
@@ -83,7 +84,7 @@ async fn ten_of_100_kib(limit: usize) -> (InProcessSqs, Vec<usize>) {
 
 #[tokio::test(start_paused = true)]
 async fn large_messages_share_calls_of_up_to_a_mebibyte() {
-    let (sqs, calls) = ten_of_100_kib(1_048_576).await;
+    let (sqs, calls) = of_100_kib(10, "big", 1_048_576).await;
     // The first may go out alone, while no call is in flight; the rest share one.
     assert!(
         calls.len() <= 2,
@@ -94,11 +95,29 @@ async fn large_messages_share_calls_of_up_to_a_mebibyte() {
 
 #[tokio::test(start_paused = true)]
 async fn an_sqs_holding_to_256_kib_gets_smaller_calls_and_every_message() {
-    let (sqs, calls) = ten_of_100_kib(256 * 1024).await;
+    let (sqs, calls) = of_100_kib(10, "big", 256 * 1024).await;
     assert_eq!(sqs.bodies("big").len(), 11, "every message sent once");
     let refused = calls.iter().filter(|bytes| **bytes > 256 * 1024).count();
     assert_eq!(
         refused, 1,
         "one call refused, then calls within 256 KiB: {calls:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_a_fifo_queue_the_smaller_calls_keep_the_order() {
+    // The first goes alone, the next ten in a call of 1,000 KiB that is refused while five
+    // more wait behind it: the ten go again before those five.
+    let (sqs, calls) = of_100_kib(16, "big.fifo", 256 * 1024).await;
+    assert!(
+        calls.iter().any(|bytes| *bytes > 256 * 1024),
+        "a call was refused: {calls:?}"
+    );
+    let sent: Vec<usize> = sqs
+        .bodies("big.fifo")
+        .iter()
+        .skip(1)
+        .map(|body| body[..2].parse().expect("numbered"))
+        .collect();
+    assert_eq!(sent, (0..16).collect::<Vec<_>>());
 }

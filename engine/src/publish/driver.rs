@@ -75,31 +75,18 @@ impl Destination {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An entry of a call of several entries refused as longer than this SQS takes: the calls
-    /// carry at most [`SMALL_BATCH_BYTES`] from now on, and the entry waits for the next one
-    /// (draining or not). An entry larger than that goes alone, and is answered with the
-    /// refusal if that call is refused too.
-    fn again_in_small_batches(&self, entry: SendEntry, waiter: Waiter) {
+    /// The entries of a call of several refused as longer than this SQS takes: the calls
+    /// carry at most [`SMALL_BATCH_BYTES`] from now on, and the entries go first, in their
+    /// order (draining or not), so a FIFO queue keeps its order. An entry larger than that
+    /// goes alone, and is answered with the refusal if that call is refused too.
+    fn again_in_small_batches(&self, again: Vec<Pending>) {
         let mut state = self.lock();
-        let budget = state.rule_mut();
-        if budget.max_bytes() > SMALL_BATCH_BYTES {
+        if state.rule_mut().max_bytes() > SMALL_BATCH_BYTES {
             warn!(destination = %self.target.name(), "a batch call over 256 KiB was refused as too long: calls of at most 256 KiB from now on");
-            budget.lower(SMALL_BATCH_BYTES);
+            state.rule_mut().lower(SMALL_BATCH_BYTES);
         }
-        state.push(Pending {
-            bytes: entry_bytes(&entry),
-            entry,
-            since: Instant::now(),
-            waiter,
-        });
-        drop(state);
-        self.wake.notify_one();
+        state.push_front(again);
     }
-}
-
-/// The bytes an entry takes in a call.
-fn entry_bytes(entry: &SendEntry) -> usize {
-    SendEntry::size_of(&entry.body, &entry.attributes)
 }
 
 /// The destinations of one publisher, and their drivers.
@@ -327,12 +314,20 @@ async fn send(
                 calls: &destination.calls,
                 entries: batch.len(),
                 bytes: batch.iter().map(|pending| pending.bytes).sum(),
+                again: Mutex::new(Vec::new()),
             };
             let (entries, waiters) = batch
                 .into_iter()
                 .map(|pending| (pending.entry, pending.waiter))
                 .unzip();
             send_per_entry(&call, &backoff, entries, waiters).await;
+            let again = call
+                .again
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !again.is_empty() {
+                destination.again_in_small_batches(again);
+            }
         }
         Err(error) => {
             warn!(destination = %destination.target.name(), error = %error, "publish: the destination cannot be resolved");
@@ -355,6 +350,8 @@ struct PublishCall<'a> {
     /// The batch's entries and their bytes.
     entries: usize,
     bytes: usize,
+    /// The entries to send again in smaller calls, in their order, after this one.
+    again: Mutex<Vec<Pending>>,
 }
 
 impl BatchCall for PublishCall<'_> {
@@ -386,7 +383,15 @@ impl BatchCall for PublishCall<'_> {
             EntryAnswer::CallFailed { error, .. }
                 if too_long(error) && self.entries > 1 && self.bytes > SMALL_BATCH_BYTES =>
             {
-                self.destination.again_in_small_batches(entry, waiter);
+                self.again
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(Pending {
+                        bytes: entry.size(),
+                        entry,
+                        since: Instant::now(),
+                        waiter,
+                    });
                 return;
             }
             _ => waiter,

@@ -132,6 +132,15 @@ impl<E: Queued, R: Rule<E>> Batcher<E, R> {
         self.has_room() && (was_empty || self.in_flight == 0 || self.is_full())
     }
 
+    /// Puts `entries` back at the front, in their order, ahead of those waiting: for entries
+    /// of a call that must go again in other calls. The driver wakes when the call finishes.
+    pub(crate) fn push_front(&mut self, entries: Vec<E>) {
+        for entry in entries.into_iter().rev() {
+            self.rule.pushed(&entry);
+            self.pending.push_front(entry);
+        }
+    }
+
     /// [`push`](Self::push), unless draining: then the entry is handed back.
     pub(crate) fn offer(&mut self, entry: E) -> Result<bool, E> {
         if self.draining {
