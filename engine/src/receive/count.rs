@@ -1,7 +1,7 @@
 //! How many receivers a queue runs, as a pure state: [`ReceiverCount`] takes the receivers'
 //! events (a receive about to be made, an answer, a failure) and the takers' (waiting for a
-//! receive, taking messages out), with `now` where a rate is measured, and answers what the
-//! receiver does next. No I/O, no clock, no tasks: the receivers (`receiver.rs`) hold it under
+//! receive), with `now` and the count of messages taken so far where a rate is measured, and
+//! answers what the receiver does next. No I/O, no clock, no tasks: the receivers (`receiver.rs`) hold it under
 //! one lock and act on its answers.
 //!
 //! The policy: between one and `most` receivers run, as many as keep the workers fed. A
@@ -72,6 +72,9 @@ pub(crate) struct Answered {
     pub(crate) full: bool,
     /// How many of its messages were handed on (counted by [`ReceiverCount::received`]).
     pub(crate) own: usize,
+    /// Messages received that left the prefetch so far (handed out, or returned): a total,
+    /// counted outside the state, as often as a message is handed out.
+    pub(crate) taken: u64,
     /// The queue's [`Pressure`](crate::sqs::pressure::Pressure) marks now.
     pub(crate) pressure: u64,
     /// Receive batches the prefetch has room for now.
@@ -94,9 +97,9 @@ pub(crate) struct ReceiverCount {
     most: usize,
     /// Receivers running.
     active: usize,
-    /// Messages received and not yet handed out. Many waiting means the receivers outrun the
-    /// workers.
-    waiting: usize,
+    /// Messages received and handed on so far: those not yet taken wait for a worker. Many
+    /// waiting means the receivers outrun the workers.
+    received: u64,
     /// Takers (the dispatcher, a subscription) waiting for a receive now: the demand signal.
     takers_waiting: usize,
     /// When a taker last stopped waiting for a receive.
@@ -117,7 +120,7 @@ impl ReceiverCount {
             batch: usize::from(batch).max(1),
             most: most.max(1),
             active: 0,
-            waiting: 0,
+            received: 0,
             takers_waiting: 0,
             last_wait_end: None,
             round_trip: LoadedRoundTrip::default(),
@@ -138,14 +141,7 @@ impl ReceiverCount {
 
     /// A receiver handed on `count` messages received, which wait for a worker.
     pub(crate) fn received(&mut self, count: usize) {
-        self.waiting += count;
-    }
-
-    /// `count` messages received left the prefetch: handed out, or returned to the queue.
-    pub(crate) fn left_prefetch(&mut self, count: usize) {
-        // Every one leaving was counted as received; saturating keeps a miscount from wrapping.
-        self.waiting = self.waiting.saturating_sub(count);
-        self.taken.took(count);
+        self.received = self.received.saturating_add(count as u64);
     }
 
     /// A taker found nothing received and waits for a receive.
@@ -190,7 +186,7 @@ impl ReceiverCount {
         if answered.full && self.round_trip.overloaded() {
             self.round_trip.remeasure(1);
         }
-        let demand = self.demand(answered.own, answered.called_at);
+        let demand = self.demand(&answered);
         if self.cut_while_remeasuring() {
             return Next::End;
         }
@@ -247,14 +243,19 @@ impl ReceiverCount {
         shrunk
     }
 
-    /// The workers' demand as a receive of `own` messages made at `called_at` came back.
-    fn demand(&self, own: usize, called_at: Instant) -> Demand {
+    /// The workers' demand as `answered` came back.
+    fn demand(&self, answered: &Answered) -> Demand {
         // A wait that ended as the call began (the one the receive before fed) does not count.
-        let waited =
-            self.takers_waiting > 0 || self.last_wait_end.is_some_and(|end| end > called_at);
+        let waited = self.takers_waiting > 0
+            || self
+                .last_wait_end
+                .is_some_and(|end| end > answered.called_at);
+        let waiting = self.received.saturating_sub(answered.taken);
         Demand {
             takers_waited: waited,
-            waiting: self.waiting.saturating_sub(own),
+            waiting: usize::try_from(waiting)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(answered.own),
             batch: self.batch,
         }
     }
@@ -324,7 +325,7 @@ impl ReceiverCount {
         round_trip: Duration,
         answered: &Answered,
     ) -> Option<f64> {
-        let taken = self.taken.per_second(now, round_trip);
+        let taken = self.taken.per_second(now, round_trip, answered.taken);
         let could = answered.could_take.filter(|_| demand.takers_waited);
         let demand = match (taken, could) {
             (Some(taken), Some(could)) => Some(taken.max(could)),

@@ -1,6 +1,6 @@
 //! Long-poll receivers: each loops on `ReceiveMessage` while the engine has room for a batch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -61,6 +61,9 @@ pub(crate) struct Receivers {
     pub(crate) bytes_cap: u32,
     /// How many receivers run, and what decides it.
     count: Mutex<ReceiverCount>,
+    /// Messages received that left the prefetch so far: counted as each is handed out, without
+    /// the count's lock, and read by the count at its decisions.
+    taken: AtomicU64,
     /// The cap on messages received a second, when set: each receive takes its batch first.
     rate: Option<ReceiveRate>,
     /// Set before `stop` when the settlement stays open after the receivers (see
@@ -93,6 +96,7 @@ impl Receivers {
             runtime,
             bytes_cap,
             count: Mutex::new(ReceiverCount::new(config.max_messages, most)),
+            taken: AtomicU64::new(0),
             finish_polls: AtomicBool::new(false),
             rate: config
                 .max_rate
@@ -141,7 +145,7 @@ impl Receivers {
     /// `count` messages received left the prefetch, handed out (to a worker, or to the FIFO
     /// gate) or returned to the queue: room to receive as many again.
     pub(crate) fn left_prefetch(&self, count: usize) {
-        self.count().left_prefetch(count);
+        self.taken.fetch_add(count as u64, Ordering::Relaxed);
         self.queue.metrics.prefetched(-(count as f64));
         self.ahead.add_permits(count);
     }
@@ -418,6 +422,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     called_at,
                     full,
                     own,
+                    taken: set.taken.load(Ordering::Relaxed),
                     pressure: queue.pressure.marks(),
                     room: set.ahead.available_permits() / usize::from(config.max_messages).max(1),
                     could_take: queue.capacity.per_second(),

@@ -9,11 +9,9 @@ use tokio::time::Instant;
 const MIN_WINDOW: Duration = Duration::from_millis(10);
 
 /// Messages taken per second, over the last window of at least a round trip that ended. Pure:
-/// it takes `now`.
+/// it takes `now` and the count taken so far.
 #[derive(Debug, Default)]
 pub(crate) struct TakeRate {
-    /// Messages taken so far.
-    taken: u64,
     /// When the window under way began, and the count taken then; `None` before the first.
     began: Option<(Instant, u64)>,
     /// The rate of the last window that ended; `None` until one has.
@@ -21,15 +19,15 @@ pub(crate) struct TakeRate {
 }
 
 impl TakeRate {
-    /// `count` messages were taken.
-    pub(crate) fn took(&mut self, count: usize) {
-        self.taken = self.taken.saturating_add(count as u64);
-    }
-
-    /// The rate of the last window that ended, ending the one under way first if it has
-    /// lasted `at_least` (and [`MIN_WINDOW`]); `None` until a window has ended.
-    pub(crate) fn per_second(&mut self, now: Instant, at_least: Duration) -> Option<f64> {
-        let taken = self.taken;
+    /// The rate of the last window that ended, with `taken` messages taken so far, ending the
+    /// one under way first if it has lasted `at_least` (and [`MIN_WINDOW`]); `None` until a
+    /// window has ended.
+    pub(crate) fn per_second(
+        &mut self,
+        now: Instant,
+        at_least: Duration,
+        taken: u64,
+    ) -> Option<f64> {
         match self.began {
             None => self.began = Some((now, taken)),
             Some((began, taken_then)) => {
@@ -55,27 +53,24 @@ mod tests {
         let start = Instant::now();
         let ms = |n| start + Duration::from_millis(n);
         let round_trip = Duration::from_millis(50);
-        assert_eq!(rate.per_second(start, round_trip), None, "no window yet");
-        rate.took(30);
+        assert_eq!(rate.per_second(start, round_trip, 0), None, "no window yet");
         assert_eq!(
-            rate.per_second(ms(40), round_trip),
+            rate.per_second(ms(40), round_trip, 30),
             None,
             "the first window is shorter than a round trip"
         );
-        rate.took(20);
-        assert_eq!(rate.per_second(ms(50), round_trip), Some(1_000.0));
-        rate.took(10);
+        assert_eq!(rate.per_second(ms(50), round_trip, 50), Some(1_000.0));
         assert_eq!(
-            rate.per_second(ms(60), round_trip),
+            rate.per_second(ms(60), round_trip, 60),
             Some(1_000.0),
             "the last window that ended, until the next one does"
         );
-        assert_eq!(rate.per_second(ms(150), round_trip), Some(100.0));
+        assert_eq!(rate.per_second(ms(150), round_trip, 60), Some(100.0));
         assert_eq!(
-            rate.per_second(ms(155), Duration::ZERO),
+            rate.per_second(ms(155), Duration::ZERO, 60),
             Some(100.0),
             "a window lasts at least MIN_WINDOW"
         );
-        assert_eq!(rate.per_second(ms(160), Duration::ZERO), Some(0.0));
+        assert_eq!(rate.per_second(ms(160), Duration::ZERO, 60), Some(0.0));
     }
 }

@@ -19,6 +19,7 @@ fn full(called_at: Instant) -> Answered {
         called_at,
         full: true,
         own: 10,
+        taken: 0,
         pressure: 0,
         room: 100,
         could_take: None,
@@ -94,10 +95,14 @@ fn receivers_bring_twice_what_the_workers_take() {
     count.taker_waits();
     // The first look opens the take rate's window; a second later, 1,000 were taken.
     assert_eq!(count.after_batch(start, full(start)), Next::Go { start: 2 });
-    count.left_prefetch(1_000);
+    count.received(1_000);
     let later = start + Duration::from_secs(1);
+    let taken = Answered {
+        taken: 1_000,
+        ..full(later)
+    };
     for _ in 0..10 {
-        count.after_batch(later, full(later));
+        count.after_batch(later, taken);
     }
     // 2 × 1,000 a second over batches of ten, times 0.1 s in flight: 20 receives.
     assert_eq!(count.active(), 20);
@@ -110,12 +115,13 @@ fn receivers_that_outrun_the_workers_end_and_a_partial_receive_ends_one() {
     // Eight batches wait, besides this one, and no taker waited: more than two rounds of three.
     count.received(90);
     assert_eq!(count.after_batch(now, full(now)), Next::End);
+    // All taken now, and a taker waits; a partial receive still ends one.
     let partial = Answered {
         full: false,
         own: 3,
+        taken: 90,
         ..full(now)
     };
-    count.left_prefetch(90);
     count.taker_waits();
     assert_eq!(count.after_batch(now, partial), Next::End);
     assert_eq!(
