@@ -119,7 +119,7 @@ impl OutgoingMessage {
         }
         if self.attributes.len() > MAX_MESSAGE_ATTRIBUTES {
             return Err(refused(format!(
-                "{} message attributes: SQS carries at most {MAX_MESSAGE_ATTRIBUTES}",
+                "{} message attributes: SQS carries at most {MAX_MESSAGE_ATTRIBUTES} message attributes",
                 self.attributes.len()
             )));
         }

@@ -588,7 +588,10 @@ mod tests {
         let err = publisher
             .entry("orders", vec![0xff], &crowded, None)
             .expect_err("eleven attributes");
-        assert!(err.to_string().contains("at most 10"), "{err}");
+        assert!(
+            err.to_string().contains("at most 10 message attributes"),
+            "{err}"
+        );
         connected.shutdown().await.expect("shutdown");
     }
 
