@@ -608,12 +608,7 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
 /// The longest a consumer's batch call takes, retries and backoffs included.
 fn call_chain(run: &Run, consumer: usize) -> Duration {
     let workload = &run.workload;
-    let backoff = workload.consumers[consumer].backoff(workload);
-    let attempts = backoff.max_attempts();
-    workload.call_timeout * attempts
-        + (1..attempts)
-            .map(|retry| backoff.ceiling(retry))
-            .sum::<Duration>()
+    workload.consumers[consumer].call_chain(workload)
 }
 
 fn unsettled_let_go(run: &Run, facts: &Facts, violations: &mut Vec<String>) {

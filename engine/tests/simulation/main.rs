@@ -98,8 +98,14 @@ const MOVING_SEEDS: u64 = 2_000;
 /// duplicate held behind a handler that outlived the run (the check was wrong); a delivery a
 /// broker consumer let go of unsettled at its shutdown, counted as still held (the record
 /// did not say it was let go); the same for a broker handler cut short at the shutdown
-/// timeout.
-const FOUND_SEEDS: [u64; 3] = [22_629_059_519_805, 40_186_987_611_450, 191_946_119_160_485];
+/// timeout; a broker consumer's settlement queued behind an extension in flight, which its
+/// shutdown leaves open and sends after returning, unseen because the run ended at once.
+const FOUND_SEEDS: [u64; 4] = [
+    22_629_059_519_805,
+    40_186_987_611_450,
+    191_946_119_160_485,
+    243_313_177_555_809,
+];
 
 /// Where the moving seeds start: `SIM_MOVING_START`, else derived from the commit under test
 /// (`git rev-parse HEAD`), so each commit explores seeds no earlier one did, and a failing

@@ -154,6 +154,16 @@ impl ConsumerPlan {
             workload.backoff
         }
     }
+
+    /// The longest one of the consumer's batch calls takes, retries and backoffs included.
+    pub fn call_chain(&self, workload: &Workload) -> Duration {
+        let backoff = self.backoff(workload);
+        let attempts = backoff.max_attempts();
+        workload.call_timeout * attempts
+            + (1..attempts)
+                .map(|retry| backoff.ceiling(retry))
+                .sum::<Duration>()
+    }
 }
 
 /// What one handler call does: works for a while, then ends.
