@@ -55,7 +55,6 @@ struct Inner {
     stats: Arc<StatsCells>,
     stop_receiving: CancellationToken,
     receivers: Arc<Receivers>,
-    drain: CancellationToken,
     settle_tasks: TaskTracker,
     /// The owner's hold on the settlement, let go by [`ConsumerHandle::release`] (or when the
     /// last handle and the consumer are gone).
@@ -106,24 +105,20 @@ impl Consumer {
         runtime: &RuntimeHandle,
     ) -> Self {
         let settle_tasks = TaskTracker::new();
-        // The settlement drains when told to (`shutdown`), or once the last hold on it went
-        // (`release`, then every delivery and the consumer).
         let holds = Arc::clone(&queue.settler.holds);
         let owner = Hold::new(&holds);
         let hold = Hold::new(&holds);
-        let drain = holds.released().child_token();
         settle_tasks.spawn_on(
-            settle::run(
-                Arc::clone(&queue.settler),
-                drain.clone(),
-                settle_tasks.clone(),
-            )
-            .instrument(debug_span!("settlement", queue = %queue.name)),
+            settle::run(Arc::clone(&queue.settler), settle_tasks.clone())
+                .instrument(debug_span!("settlement", queue = %queue.name)),
             runtime,
         );
         settle_tasks.spawn_on(
-            crate::metrics::parked::expire(Arc::clone(queue.metrics.parked()), drain.clone())
-                .instrument(debug_span!("parked", queue = %queue.name)),
+            crate::metrics::parked::expire(
+                Arc::clone(queue.metrics.parked()),
+                queue.settler.draining().clone(),
+            )
+            .instrument(debug_span!("parked", queue = %queue.name)),
             runtime,
         );
 
@@ -146,6 +141,13 @@ impl Consumer {
             config.receivers,
         );
         receivers.start(tx);
+        // The settlement drains when told to (`shutdown`), or once the last hold on it went
+        // (`release`, then every delivery and the consumer) and the polls finished on the side
+        // answered.
+        settle_tasks.spawn_on(
+            drain_once_released(Arc::clone(&queue.settler), Arc::clone(&receivers)),
+            runtime,
+        );
         let gate = config.fifo_order.filter(|_| queue.fifo).map(Gate::new);
         Self {
             rx,
@@ -159,7 +161,6 @@ impl Consumer {
                     stats,
                     stop_receiving,
                     receivers,
-                    drain,
                     settle_tasks,
                     owner: Mutex::new(Some(owner)),
                 }),
@@ -418,13 +419,24 @@ impl ConsumerHandle {
         self.stopped().await;
     }
 
-    /// As [`release`](Self::release), waiting at most `grace` for the holders once the
-    /// receivers are done. Returns whether the settlement stopped within it; if not, it stays
-    /// open until the last holder goes.
+    /// Lets go of the settlement as [`release`](Self::release) does, waiting at most `grace`
+    /// for the holders once the receivers are done. Once the last holder goes within it, it
+    /// waits for what they settled to be sent and answered, however long the calls and their
+    /// retries take, and returns `true`; the settlement itself drains once the polls finished
+    /// on the side answered. If a holder is left after `grace`, it returns `false`, and the
+    /// settlement stays open until the last holder goes.
     #[cfg(feature = "ruststream")]
     pub(crate) async fn release_within(&self, grace: std::time::Duration) -> bool {
         self.stop_and_let_go(false).await;
-        tokio::time::timeout(grace, self.stopped()).await.is_ok()
+        let settler = &self.inner.queue.settler;
+        if tokio::time::timeout(grace, settler.holds.released().cancelled())
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        settler.until_idle().await;
+        true
     }
 
     /// Stops the receivers, and lets go of the owner's hold once they are done; drains the
@@ -446,7 +458,7 @@ impl ConsumerHandle {
                 .take(),
         );
         if drain_now {
-            inner.drain.cancel();
+            inner.queue.settler.drain();
         }
     }
 
@@ -457,6 +469,18 @@ impl ConsumerHandle {
         inner.settle_tasks.wait().await;
         inner.queue.health.stopped();
         info!(queue = %inner.queue.name, "stopped");
+    }
+}
+
+/// Drains the settlement once the last hold on it went and the polls `receivers` finished on
+/// the side answered; ends at once when it drains first (a shutdown).
+async fn drain_once_released(settler: Arc<settle::Settler>, receivers: Arc<Receivers>) {
+    tokio::select! {
+        () = settler.draining().cancelled() => {}
+        () = async {
+            settler.holds.released().cancelled().await;
+            receivers.polls_aside_answered().await;
+        } => settler.drain(),
     }
 }
 

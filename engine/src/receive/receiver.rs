@@ -19,7 +19,6 @@ use crate::receive::delivery::Delivery;
 use crate::receive::held::BodyRoom;
 use crate::receive::queue::QueueRuntime;
 use crate::receive::receive_rate::{MaxReceiveRate, ReceiveRate};
-use crate::settle::hold::Hold;
 use crate::sqs::backoff::Backoff;
 use crate::sqs::caught::caught;
 
@@ -69,6 +68,8 @@ pub(crate) struct Receivers {
     /// Set before `stop` when the settlement stays open after the receivers (see
     /// [`finish_open_polls`](Self::finish_open_polls)).
     finish_polls: AtomicBool,
+    /// The long polls finished on the side: the settlement drains only after they answered.
+    aside: TaskTracker,
 }
 
 impl Receivers {
@@ -98,6 +99,7 @@ impl Receivers {
             count: Mutex::new(ReceiverCount::new(config.max_messages, most)),
             taken: AtomicU64::new(0),
             finish_polls: AtomicBool::new(false),
+            aside: TaskTracker::new(),
             rate: config
                 .max_rate
                 .map(|rate| ReceiveRate::new(rate, config.max_messages, Instant::now())),
@@ -177,6 +179,14 @@ impl Receivers {
     /// Waits until every receiver has ended.
     pub(crate) async fn wait(&self) {
         self.tasks.wait().await;
+    }
+
+    /// Waits until every long poll finished on the side has answered and returned what it
+    /// brought. Call it once the receivers ended and the settlement was let go: none starts
+    /// after that.
+    pub(crate) async fn polls_aside_answered(&self) {
+        self.aside.close();
+        self.aside.wait().await;
     }
 }
 
@@ -518,8 +528,9 @@ fn return_at_once(
     }
 }
 
-/// Finishes a long poll its receiver stopped waiting for, holding the queue's settlement open
-/// until it answers, and returns what it brings at once (see [`Receivers::finish_open_polls`]).
+/// Finishes a long poll its receiver stopped waiting for, and returns what it brings at once
+/// (see [`Receivers::finish_open_polls`]): the settlement drains only after it answered (see
+/// [`Receivers::polls_aside_answered`]).
 fn finish_aside(
     set: &Receivers,
     receive: impl Future<Output = Result<Vec<crate::api::ReceivedMessage>, crate::api::CallError>>
@@ -529,15 +540,16 @@ fn finish_aside(
     called_at: Instant,
 ) {
     let queue = Arc::clone(&set.queue);
-    let hold = Hold::new(&queue.settler.holds);
-    set.runtime.spawn(async move {
-        let result = receive.await;
-        queue.metrics.call(Action::ReceiveMessage, result.is_ok());
-        if let Ok(messages) = result {
-            return_at_once(&queue, messages, &mut permits, called_at);
-        }
-        drop(hold);
-    });
+    set.aside.spawn_on(
+        async move {
+            let result = receive.await;
+            queue.metrics.call(Action::ReceiveMessage, result.is_ok());
+            if let Ok(messages) = result {
+                return_at_once(&queue, messages, &mut permits, called_at);
+            }
+        },
+        &set.runtime,
+    );
 }
 
 /// The age of the oldest message among `deliveries`, from their `SentTimestamp`.

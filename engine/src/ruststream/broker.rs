@@ -304,7 +304,8 @@ impl Broker for SqsBroker {
 
 /// How long a shutdown waits, once the receivers stopped, for the subscribers and deliveries
 /// still held: handlers finishing, subscribers being dropped. Short, because the framework's
-/// own shutdown has already waited for its handlers by then.
+/// own shutdown has already waited for its handlers by then. It does not bound the settlement's
+/// own calls, which are waited for once the holders are gone.
 const SETTLEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl ConnectedSqsBroker {
@@ -434,9 +435,11 @@ impl ConnectedBroker for ConnectedSqsBroker {
     /// brings. Then every settlement is sent and answered, and this returns.
     ///
     /// It waits for those subscribers and deliveries for a grace of three seconds after the
-    /// receivers stopped, then returns; a subscription still held then keeps its settlement
-    /// open until its last holder goes, so a settlement made later still takes effect while
-    /// the broker's runtime runs.
+    /// receivers stopped. A subscription whose holders went within it is waited for to the
+    /// end: every settlement sent and answered, however long its calls and their retries take
+    /// (a settlement queued behind a call in flight included). A subscription still held
+    /// after the grace keeps its settlement open until its last holder goes, so a settlement
+    /// made later still takes effect while the broker's runtime runs.
     async fn shutdown(self) -> Result<(), SqsError> {
         self.core.closed.store(true, Ordering::Release);
         self.core.publisher.close().await;

@@ -19,12 +19,11 @@ mod settler;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, oneshot};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, warn};
 
@@ -189,30 +188,21 @@ impl Future for Settlement {
 }
 
 /// The driver of one queue's settlement: sends the batch calls its state asks for (handlers'
-/// settlements and the heartbeat's extensions) until `drain` is cancelled and everything
-/// pending has been answered.
+/// settlements and the heartbeat's extensions) until it drains ([`Settler::drain`]) and
+/// everything pending has been answered.
 ///
 /// Each batch call runs as its own task on `tracker`, so a slow call never holds up the next
 /// batch of another lane.
-pub(crate) async fn run(settler: Arc<Settler>, drain: CancellationToken, tracker: TaskTracker) {
+pub(crate) async fn run(settler: Arc<Settler>, tracker: TaskTracker) {
     let name = Arc::clone(&settler.name);
-    drive(&SettleDriver {
-        settler,
-        drain,
-        tracker,
-        draining: AtomicBool::new(false),
-    })
-    .await;
+    drive(&SettleDriver { settler, tracker }).await;
     debug!(queue = %name, "settlements flushed");
 }
 
 /// A queue's settlement state and its calls, as the batch driver runs them.
 struct SettleDriver {
     settler: Arc<Settler>,
-    drain: CancellationToken,
     tracker: TaskTracker,
-    /// Whether the state drains, as of the last turn.
-    draining: AtomicBool,
 }
 
 impl Driven for SettleDriver {
@@ -221,20 +211,26 @@ impl Driven for SettleDriver {
     fn poll(&self, now: Instant) -> Due<Self::Batch> {
         let due = {
             let mut state = self.settler.lock();
-            if self.drain.is_cancelled() {
+            if self.settler.draining().is_cancelled() {
                 state.drain();
             }
             let batches = state.poll(now);
             let done = state.close_if_done();
-            self.draining.store(state.is_draining(), Ordering::Relaxed);
-            Due {
-                batches,
-                next: state.next_deadline(),
-                done,
-            }
+            (
+                Due {
+                    batches,
+                    next: state.next_deadline(),
+                    done,
+                },
+                state.is_idle(),
+            )
         };
+        let (due, idle) = due;
         if !due.batches.is_empty() {
             self.settler.shrunk.notify_waiters();
+        }
+        if idle {
+            self.settler.idle.notify_waiters();
         }
         due
     }
@@ -258,18 +254,6 @@ impl Driven for SettleDriver {
     /// going out alone on an idle lane.
     fn after_wake(&self) -> impl Future<Output = ()> + Send {
         tokio::task::yield_now()
-    }
-
-    /// The drain for shutdown, until the state drains.
-    fn interrupted(&self) -> impl Future<Output = ()> + Send {
-        let draining = self.draining.load(Ordering::Relaxed);
-        async move {
-            if draining {
-                std::future::pending::<()>().await;
-            } else {
-                self.drain.cancelled().await;
-            }
-        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::coalescer::CoalescerConfig;
 use super::heartbeat::HeartbeatConfig;
@@ -65,6 +66,8 @@ pub(crate) struct Settler {
     /// unsettled takes its pending extension out, more calls are allowed in flight. Receivers
     /// waiting for the backlog to clear look again.
     pub(super) shrunk: Notify,
+    /// Told whenever the driver finds nothing pending and nothing in flight.
+    pub(super) idle: Notify,
     /// Told how the batch calls fare: one failing in a way retrying cannot mend makes the
     /// engine unhealthy, and in time makes it give up.
     pub(super) health: Arc<HealthCells>,
@@ -76,6 +79,8 @@ pub(crate) struct Settler {
     pub(super) retry_turns: Arc<Semaphore>,
     /// What keeps the settlement open: the last hold released drains it.
     pub(crate) holds: Arc<hold::Holds>,
+    /// Cancelled once the settlement drains (see [`drain`](Self::drain)).
+    drain: CancellationToken,
 }
 
 /// What a queue's settlement needs to know.
@@ -116,11 +121,26 @@ impl Settler {
             )),
             wake: Notify::new(),
             shrunk: Notify::new(),
+            idle: Notify::new(),
             health: config.health,
             pressure: config.pressure,
             retry_turns: Arc::new(Semaphore::new(1)),
             holds: Arc::default(),
+            drain: CancellationToken::new(),
         }
+    }
+
+    /// Drains the settlement: from now on every pending entry goes out at once and nothing
+    /// more is extended; its driver stops once every call is answered, and a settlement made
+    /// after that is refused.
+    pub(crate) fn drain(&self) {
+        self.drain.cancel();
+        self.wake.notify_one();
+    }
+
+    /// Cancelled once the settlement drains.
+    pub(crate) fn draining(&self) -> &CancellationToken {
+        &self.drain
     }
 
     /// Waits while more settlements wait to be sent than the calls allowed in flight carry,
@@ -139,6 +159,26 @@ impl Settler {
                 return;
             }
             shrunk.await;
+        }
+    }
+
+    /// Waits until nothing is pending and no call is in flight: every settlement queued
+    /// before it returns is sent and answered, its retries included, however long its calls
+    /// take.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    #[cfg(feature = "ruststream")]
+    pub(crate) async fn until_idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.lock().is_idle() {
+                return;
+            }
+            idle.await;
         }
     }
 

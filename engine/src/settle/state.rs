@@ -337,8 +337,14 @@ impl<S> SettleState<S> {
     }
 
     /// Whether it is draining.
+    #[cfg(test)]
     pub(crate) fn is_draining(&self) -> bool {
         self.coalescer.is_draining()
+    }
+
+    /// Nothing pending and nothing in flight: every entry queued so far is answered.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.coalescer.is_idle()
     }
 
     /// Draining, with nothing pending and nothing in flight: marks it closed, so later

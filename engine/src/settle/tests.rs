@@ -68,20 +68,15 @@ fn request(receipt: &str, outcome: Outcome) -> Request {
 
 /// Starts the queue's settlement driver; cancel the token and wait for the tracker to stop
 /// it once everything is sent.
-fn start_driver(queue: &Arc<QueueRuntime>) -> (CancellationToken, TaskTracker) {
-    let drain = CancellationToken::new();
+fn start_driver(queue: &Arc<QueueRuntime>) -> TaskTracker {
     let tracker = TaskTracker::new();
-    tracker.spawn(run(
-        Arc::clone(&queue.settler),
-        drain.clone(),
-        tracker.clone(),
-    ));
-    (drain, tracker)
+    tracker.spawn(run(Arc::clone(&queue.settler), tracker.clone()));
+    tracker
 }
 
 /// Stops a driver started by [`start_driver`] once everything is sent.
-async fn stop_driver(drain: CancellationToken, tracker: TaskTracker) {
-    drain.cancel();
+async fn stop_driver(queue: &QueueRuntime, tracker: TaskTracker) {
+    queue.settler.drain();
     tracker.close();
     tracker.wait().await;
 }
@@ -104,7 +99,7 @@ async fn settle_all(
     queue: &Arc<QueueRuntime>,
     requests: Vec<Request>,
 ) -> Vec<Result<(), SettleError>> {
-    let (drain, tracker) = start_driver(queue);
+    let tracker = start_driver(queue);
     let settlements: Vec<_> = requests
         .into_iter()
         .map(|r| enqueue(&queue.settler, r))
@@ -113,7 +108,7 @@ async fn settle_all(
     for settlement in settlements {
         answers.push(settlement.await);
     }
-    stop_driver(drain, tracker).await;
+    stop_driver(queue, tracker).await;
     answers
 }
 
@@ -235,14 +230,14 @@ async fn a_settlement_after_the_engine_stopped_fails_at_once() {
 async fn the_heartbeat_extends_a_slow_message_and_its_retry_after_reaches_sqs_last() {
     let api = StandIn::scripted(Vec::new());
     let queue = queue_with_heartbeat(Arc::clone(&api)).await;
-    let (drain, tracker) = start_driver(&queue);
+    let tracker = start_driver(&queue);
     let key = register_r(&queue, crate::limits::MAX_VISIBILITY);
     // Extended 6 s before each deadline: at 24 s and at 48 s.
     tokio::time::sleep(Duration::from_secs(50)).await;
     let mut retry = request("r", Outcome::RetryAfter(Duration::from_secs(100)));
     retry.key = key;
     enqueue(&queue.settler, retry).await.expect("applied");
-    stop_driver(drain, tracker).await;
+    stop_driver(&queue, tracker).await;
     assert_eq!(api.calls(), vec![vec!["r=30"], vec!["r=30"], vec!["r=100"]]);
     assert_eq!(queue.metrics_stats().extensions.ok, 2);
 }
@@ -259,7 +254,7 @@ async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_
         Ok(vec![failed("ReceiptHandleIsInvalid", true)]),
     ]);
     let queue = queue_with_heartbeat(Arc::clone(&api)).await;
-    let (drain, tracker) = start_driver(&queue);
+    let tracker = start_driver(&queue);
     let key = register_r(&queue, crate::limits::MAX_VISIBILITY);
     tokio::time::sleep(Duration::from_secs(24)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -282,7 +277,7 @@ async fn an_extension_whose_call_is_refused_is_tried_again_and_one_whose_handle_
     );
     assert_eq!(queue.metrics_stats().extensions.failed, 1);
     assert!(queue.settler.forget(key.expect("tracked")).is_some());
-    stop_driver(drain, tracker).await;
+    stop_driver(&queue, tracker).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -292,13 +287,13 @@ async fn an_extension_retried_after_its_messages_window_ended_is_not_sent() {
     // left. Sent, it would ask for 0 s: the message visible at once.
     let api = StandIn::scripted(vec![Err(throttled())]);
     let queue = queue_with_heartbeat(Arc::clone(&api)).await;
-    let (drain, tracker) = start_driver(&queue);
+    let tracker = start_driver(&queue);
     let key = register_r(&queue, Duration::from_secs(25));
     tokio::time::sleep(Duration::from_secs(40)).await;
     assert_eq!(api.calls(), vec![vec!["r=1"]]);
     assert_eq!(queue.metrics_stats().extensions.ok, 0);
     assert!(queue.settler.forget(key.expect("tracked")).is_some());
-    stop_driver(drain, tracker).await;
+    stop_driver(&queue, tracker).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -337,9 +332,9 @@ async fn a_batch_call_that_panics_fails_its_entries_and_frees_its_lane() {
 async fn a_dropped_settlement_is_sent_all_the_same() {
     let api = StandIn::scripted(Vec::new());
     let queue = queue(Arc::clone(&api)).await;
-    let (drain, tracker) = start_driver(&queue);
+    let tracker = start_driver(&queue);
     drop(enqueue(&queue.settler, request("a", Outcome::Ack)));
-    stop_driver(drain, tracker).await;
+    stop_driver(&queue, tracker).await;
     assert_eq!(api.calls(), vec![vec!["a"]]);
     assert_eq!(queue.metrics_stats().acked.ok, 1);
 }

@@ -134,13 +134,7 @@ pub async fn consume(
         Ok(()) => "broker shut down".to_owned(),
         Err(error) => format!("broker shutdown: {error}"),
     };
-    let stopped = stopped(&record, consumer, detail);
-    // The shutdown waits a few seconds for what still holds the settlement open, then returns
-    // with the settlement still open: what it holds (a settlement behind an extension in
-    // flight, say) is sent while the process lives on. The run lives on long enough for two
-    // calls in a row, retries included, as a service's process would after its shutdown.
-    tokio::time::sleep(plan.call_chain(&workload) * 2 + plan.max_batch_wait * 2).await;
-    stopped
+    stopped(&record, consumer, detail)
 }
 
 /// A handler under way: dropped before it ends (aborted at the shutdown timeout), it records

@@ -99,7 +99,7 @@ const MOVING_SEEDS: u64 = 2_000;
 /// broker consumer let go of unsettled at its shutdown, counted as still held (the record
 /// did not say it was let go); the same for a broker handler cut short at the shutdown
 /// timeout; a broker consumer's settlement queued behind an extension in flight, which its
-/// shutdown leaves open and sends after returning, unseen because the run ended at once.
+/// shutdown returned before sending (it waited a grace for the holders and the calls alike).
 const FOUND_SEEDS: [u64; 4] = [
     22_629_059_519_805,
     40_186_987_611_450,

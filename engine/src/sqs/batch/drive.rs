@@ -1,7 +1,6 @@
 //! [`drive`]: the one loop that runs a batching state. At each turn it asks the state (under
 //! its lock, with `now`) for the batches due, hands each to its call, and sleeps until the
-//! state's next deadline, a wake-up, or an interruption the state asks for; it returns once the
-//! state is done. Settlement's lanes and the publisher's destinations both run on it.
+//! state's next deadline or a wake-up; it returns once the state is done. Settlement's lanes and the publisher's destinations both run on it.
 
 use std::future::Future;
 
@@ -32,19 +31,12 @@ pub(crate) trait Driven: Sync {
     /// Starts the call of `batch`, on a task of its own: the loop does not wait for it.
     fn send(&self, batch: Self::Batch);
 
-    /// Notified when something new may be due.
+    /// Notified when something new may be due: a push, an answer, a drain.
     fn wake(&self) -> &Notify;
 
     /// After a wake-up, before the next turn; nothing by default.
     fn after_wake(&self) -> impl Future<Output = ()> + Send {
         async {}
-    }
-
-    /// Completes when the state has news its next turn must see that no wake-up brings
-    /// (settlement's drain for shutdown); never, by default. Made anew at each turn, after
-    /// [`poll`](Self::poll).
-    fn interrupted(&self) -> impl Future<Output = ()> + Send {
-        std::future::pending()
     }
 }
 
@@ -69,7 +61,6 @@ pub(crate) async fn drive<D: Driven>(driven: &D) {
             biased;
             () = driven.wake().notified() => driven.after_wake().await,
             () = sleep_until_or_forever(due.next) => {}
-            () = driven.interrupted() => {}
         }
     }
 }
