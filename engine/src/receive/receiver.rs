@@ -110,7 +110,7 @@ impl Receivers {
     /// a sender: the channel closes when the last one ends).
     pub(crate) fn start(self: &Arc<Self>, out: mpsc::Sender<Vec<Delivery>>) {
         self.count().start_first();
-        self.act(Next::GO, &out);
+        self.report_active();
         self.spawn(out);
         self.tasks.close();
     }
@@ -126,15 +126,25 @@ impl Receivers {
     }
 
     /// Carries out what the count decided for a receiver: starts the receivers it counted
-    /// in, and reports how many run. Whether the receiver ends is the caller's to act on.
+    /// in, and reports how many run when that changed. Whether the receiver ends is the
+    /// caller's to act on.
     fn act(self: &Arc<Self>, next: Next, out: &mpsc::Sender<Vec<Delivery>>) -> Next {
-        if let Next::Go { start } = next {
-            for _ in 0..start {
-                self.spawn(out.clone());
-            }
+        let starts = match next {
+            Next::Go { start } => start,
+            Next::End => 0,
+        };
+        for _ in 0..starts {
+            self.spawn(out.clone());
         }
-        self.queue.metrics.receivers_active(self.active() as f64);
+        if starts > 0 || next == Next::End {
+            self.report_active();
+        }
         next
+    }
+
+    /// Sets the receivers-running gauge from the count.
+    fn report_active(&self) {
+        self.queue.metrics.receivers_active(self.active() as f64);
     }
 
     /// A receiver received `count` messages, which wait for a worker. The count and its
