@@ -4,8 +4,7 @@ use crate::limits::MAX_MESSAGE_BYTES;
 use crate::queue_url::is_fifo;
 
 /// The most bytes of messages in one batch call that every SQS implementation takes: SQS's
-/// limit before it became 1 MiB, which some implementations still hold to, and SNS's
-/// `PublishBatch` limit.
+/// limit before it became 1 MiB, which some implementations still hold to.
 pub(crate) const SMALL_BATCH_BYTES: usize = 256 * 1024;
 
 /// Where a batch of publishes goes.
@@ -44,12 +43,12 @@ impl Target {
 
     /// The most bytes of messages one batch call takes: 1 MiB for `SendMessageBatch` (SQS's
     /// limit; an implementation that refuses it gets [`SMALL_BATCH_BYTES`] from then on),
-    /// [`SMALL_BATCH_BYTES`] for `PublishBatch`. A larger message goes alone.
+    /// SNS's 256 KiB for `PublishBatch`. A larger message goes alone.
     pub(crate) fn max_batch_bytes(&self) -> usize {
         match self {
             Target::Queue(_) => MAX_MESSAGE_BYTES,
             #[cfg(feature = "sns")]
-            Target::Topic(_) => SMALL_BATCH_BYTES,
+            Target::Topic(_) => crate::sqs::sns_api::MAX_TOPIC_MESSAGE_BYTES,
         }
     }
 }

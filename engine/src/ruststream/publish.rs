@@ -348,7 +348,8 @@ impl OutgoingEntry<'_> {
             Some(group) => Some(group),
             None if fifo => match keyed_group {
                 Some(group) => {
-                    check_id(destination, "the partition-key header", &group)?;
+                    crate::publish::check_id(destination, "the partition-key header", &group)
+                        .map_err(SqsError::from)?;
                     Some(group)
                 }
                 None => Some(default_group.unwrap_or(DEFAULT_GROUP).to_owned()),
@@ -368,11 +369,6 @@ impl OutgoingEntry<'_> {
             max_bytes,
         )?)
     }
-}
-
-/// A group or deduplication id, checked as [`crate::publish::check_id`] checks it.
-fn check_id(destination: &str, setting: &'static str, id: &str) -> Result<(), SqsError> {
-    crate::publish::check_id(destination, setting, id).map_err(SqsError::from)
 }
 
 impl Publisher for SqsPublisher {
