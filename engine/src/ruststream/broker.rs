@@ -477,14 +477,7 @@ impl Subscribe for ConnectedSqsBroker {
         if self.create_if_missing {
             queue = queue.create_if_missing();
         }
-        if let Some((attempts, dead_letter)) = self
-            .core
-            .redrives
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
-        {
+        if let Some((attempts, dead_letter)) = self.core.redrive_of(name) {
             queue = queue.redrive(attempts, dead_letter);
         }
         self.subscribe_queue(queue)
@@ -568,13 +561,7 @@ mod tests {
     }
 
     fn stashed(connected: &ConnectedSqsBroker, name: &str) -> Option<(NonZeroU32, String)> {
-        connected
-            .core
-            .redrives
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
+        connected.core.redrive_of(name)
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::api::SqsApi;
 use crate::publish::{Publisher, Services};
@@ -47,6 +47,15 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// The redrive policy declared on the bare queue name `name`, if any.
+    pub(super) fn redrive_of(&self, name: &str) -> Option<(NonZeroU32, String)> {
+        self.redrives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
     pub(crate) fn new(services: Services, runtime: tokio::runtime::Handle) -> Self {
         let api = Arc::clone(&services.sqs);
         Self {
