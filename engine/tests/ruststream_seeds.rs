@@ -13,12 +13,10 @@
 use sqs_engine_test_support as support;
 
 use std::convert::Infallible;
-use std::future::{Future, ready};
 use std::time::Duration;
 
 use futures::future::try_join_all;
 use ruststream::testing::{Outcome, TestApp};
-use serde::{Deserialize, Serialize};
 use sqs_engine::prelude::*;
 
 /// The tests on the payments queues take turns, and so do those on the invoices queues.
@@ -274,37 +272,7 @@ mod invoices {
     /// How long an invoice that is not ready waits before it is looked at again.
     pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
-    #[derive(Debug, PartialEq, Serialize, Deserialize, Outgoing)]
-    #[outgoing(name = "invoices")]
-    pub(crate) struct Invoice {
-        pub(crate) id: u64,
-    }
-
-    /// A handler that is never ready. Every delivery asks to come back later, so what ends the
-    /// message is the cap: the queue hands it over three times and then moves it.
-    #[subscriber(SqsQueue::new("invoices").create_if_missing())]
-    async fn settle(invoice: &Invoice) -> HandlerOutcome {
-        tracing::info!(invoice.id, "invoice is not ready yet");
-        HandlerOutcome::retry_after(RECHECK)
-    }
-
-    /// The dead-letter queue is an ordinary queue, read by an ordinary subscription.
-    #[subscriber("invoices-dead")]
-    async fn escalate(invoice: &Invoice) -> HandlerOutcome {
-        tracing::error!(invoice.id, "invoice escalated to a person");
-        HandlerOutcome::ack()
-    }
-
-    pub(crate) fn service(broker: SqsBroker) -> impl App {
-        RustStream::new(AppInfo::new("invoices", "0.1.0")).with_broker(broker, |b| {
-            // The two steps are the queue's redrive policy: `maxReceiveCount` and the
-            // dead-letter queue it points at. The subscription writes them when it opens.
-            b.include(settle)
-                .max_attempts(nonzero!(3u32))
-                .dead_letter("invoices-dead");
-            b.include(escalate);
-        })
-    }
+    include!("../../seeds/src/bin/invoices/service.rs");
 
     /// The declaration by halves: a cap without a dead-letter queue.
     pub(crate) fn only_max_attempts(broker: SqsBroker) -> impl App {
@@ -328,52 +296,7 @@ mod invoices_manual {
     use super::invoices::{Invoice, RECHECK};
     use super::*;
 
-    /// A handler that is never ready. Every delivery asks to come back later, so what ends the
-    /// message is the cap: the queue hands it over three times and then moves it.
-    struct Settle;
-
-    impl Handle<Invoice> for Settle {
-        fn handle(
-            &self,
-            invoice: &Invoice,
-            _outs: &(),
-            _ctx: &mut Context<'_>,
-        ) -> impl Future<Output = Result<(), HandlerOutcome>> {
-            tracing::info!(invoice.id, "invoice is not ready yet");
-            ready(Err(HandlerOutcome::retry_after(RECHECK)))
-        }
-    }
-
-    /// The dead-letter queue is an ordinary queue, read by an ordinary subscription.
-    struct Escalate;
-
-    impl Handle<Invoice> for Escalate {
-        fn handle(
-            &self,
-            invoice: &Invoice,
-            _outs: &(),
-            _ctx: &mut Context<'_>,
-        ) -> impl Future<Output = Result<(), HandlerOutcome>> {
-            tracing::error!(invoice.id, "invoice escalated to a person");
-            ready(Ok(()))
-        }
-    }
-
-    pub(crate) fn service(broker: SqsBroker) -> impl App {
-        RustStream::new(AppInfo::new("invoices", "0.1.0")).with_broker(broker, |b| {
-            // The two steps are the queue's redrive policy: `maxReceiveCount` and the
-            // dead-letter queue it points at. The subscription writes them when it opens.
-            b.include(
-                subscriber("invoices", Settle)
-                    .undocumented()
-                    .build()
-                    .map_source(|_| SqsQueue::new("invoices").create_if_missing()),
-            )
-            .max_attempts(nonzero!(3u32))
-            .dead_letter("invoices-dead");
-            b.include(subscriber("invoices-dead", Escalate).undocumented().build());
-        })
-    }
+    include!("../../seeds/src/bin/invoices-manual/service.rs");
 }
 
 /// Publishes invoice 7, lets it run out its receives, and checks where it ended.
@@ -444,24 +367,24 @@ async fn manual_an_invoice_is_received_three_times_then_moved_to_the_dead_letter
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cap_without_a_dead_letter_queue_stops_the_service_at_startup() {
-    let Err(err) = TestApp::start_live(invoices::only_max_attempts(broker())).await else {
-        panic!("half a redrive policy is refused");
-    };
-    let text = format!(
-        "{err} {:?}",
-        std::error::Error::source(&err).map(ToString::to_string)
-    );
+    let text = startup_refusal(invoices::only_max_attempts(broker())).await;
     assert!(text.contains("dead_letter(..)"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_queue_without_a_cap_on_a_bare_name_stops_the_service_at_startup() {
-    let Err(err) = TestApp::start_live(invoices::only_dead_letter_by_name(broker())).await else {
+    let text = startup_refusal(invoices::only_dead_letter_by_name(broker())).await;
+    assert!(text.contains("max_attempts(..)"), "{text}");
+}
+
+/// Starts `app`, which declares half a redrive policy, and returns the text of the error that
+/// refuses it, with its source's.
+async fn startup_refusal<A: App>(app: A) -> String {
+    let Err(err) = TestApp::start_live(app).await else {
         panic!("half a redrive policy is refused");
     };
-    let text = format!(
+    format!(
         "{err} {:?}",
         std::error::Error::source(&err).map(ToString::to_string)
-    );
-    assert!(text.contains("max_attempts(..)"), "{text}");
+    )
 }

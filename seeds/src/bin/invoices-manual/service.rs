@@ -1,18 +1,9 @@
-//! Seed "Dead letters", the manual form: the same service with `Handle` implementations.
-
-use std::future::{Future, ready};
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-use sqs_engine::prelude::*;
-
-/// How long an invoice that is not ready waits before it is looked at again.
-const RECHECK: Duration = Duration::from_secs(5);
-
-#[derive(Debug, PartialEq, Serialize, Deserialize)]
-struct Invoice {
-    id: u64,
-}
+// The dead-letter seed's manual form: its two `Handle` implementations and the service that
+// mounts them. The one copy of it, included (`include!`) by the seed binary (`main.rs` here)
+// and by the engine's live seed tests, each after its broker's `use <broker>::prelude::*;`, an
+// `Invoice` and its own `RECHECK` (how long an invoice that is not ready waits: 5 s in the
+// seed, shorter where a real clock runs). Paths are spelled out so that the includer's `use`
+// lines cannot clash with this file's. (No inner doc comment: this file is included.)
 
 /// A handler that is never ready. Every delivery asks to come back later, so what ends the
 /// message is the cap: the queue hands it over three times and then moves it.
@@ -24,9 +15,9 @@ impl Handle<Invoice> for Settle {
         invoice: &Invoice,
         _outs: &(),
         _ctx: &mut Context<'_>,
-    ) -> impl Future<Output = Result<(), HandlerOutcome>> {
+    ) -> impl std::future::Future<Output = Result<(), HandlerOutcome>> {
         tracing::info!(invoice.id, "invoice is not ready yet");
-        ready(Err(HandlerOutcome::retry_after(RECHECK)))
+        std::future::ready(Err(HandlerOutcome::retry_after(RECHECK)))
     }
 }
 
@@ -39,13 +30,15 @@ impl Handle<Invoice> for Escalate {
         invoice: &Invoice,
         _outs: &(),
         _ctx: &mut Context<'_>,
-    ) -> impl Future<Output = Result<(), HandlerOutcome>> {
+    ) -> impl std::future::Future<Output = Result<(), HandlerOutcome>> {
         tracing::error!(invoice.id, "invoice escalated to a person");
-        ready(Ok(()))
+        std::future::ready(Ok(()))
     }
 }
 
-fn service(broker: SqsBroker) -> impl App {
+/// The service on `broker`: `Settle` on `invoices`, with the queue's redrive policy, and
+/// `Escalate` on `invoices-dead`.
+pub(crate) fn service(broker: SqsBroker) -> impl App {
     RustStream::new(AppInfo::new("invoices", "0.1.0")).with_broker(broker, |b| {
         // The two steps are the queue's redrive policy: `maxReceiveCount` and the
         // dead-letter queue it points at. The subscription writes them when it opens.
@@ -61,27 +54,4 @@ fn service(broker: SqsBroker) -> impl App {
         .dead_letter("invoices-dead");
         b.include(subscriber("invoices-dead", Escalate).undocumented().build());
     })
-}
-
-#[ruststream::app]
-fn app() -> impl App {
-    service(
-        SqsBroker::new()
-            .endpoint("http://localhost:4566")
-            .region("us-east-1")
-            .test_credentials(),
-    )
-}
-
-// The service's test, in process on a paused clock (see the `sqs_engine_seeds` library).
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn an_invoice_never_ready_moves_to_the_dead_letter_queue()
-    -> Result<(), Box<dyn std::error::Error>> {
-        sqs_engine_seeds::an_invoice_never_ready_moves_to_the_dead_letter_queue(app(), RECHECK)
-            .await
-    }
 }
