@@ -26,6 +26,20 @@ async fn dead_letter_bodies(client: &aws_sdk_sqs::Client, name: &str) -> Vec<Str
     bodies
 }
 
+/// The settings of an engine on `queue` that declares the redrive policy `max_attempts(cap)`,
+/// `dead_letter(dead)`.
+async fn declaring(queue: &str, cap: u32, dead: &str) -> sqs_engine::EngineBuilder {
+    builder(queue).await.max_attempts(cap).dead_letter(dead)
+}
+
+/// Runs `engine`, acknowledging everything, for long enough to open its queue (and write its
+/// redrive policy if it must); returns its statistics.
+async fn opened_briefly(engine: Engine) -> sqs_engine::Stats {
+    let running = spawn_engine(engine, |_m: Message| async { Outcome::Ack });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.shutdown().await
+}
+
 /// The URL of `queue` once the engine whose stats are `stats` has opened it (and written its
 /// redrive policy).
 async fn opened(
@@ -49,11 +63,9 @@ async fn an_invoice_that_is_never_ready_is_received_three_times_then_dead_letter
     let queue = unique("invoices");
     let dead = format!("{queue}-dead");
     let receives: Arc<Mutex<Vec<u32>>> = Arc::default();
-    let engine = builder(&queue)
+    let engine = declaring(&queue, 3, &dead)
         .await
         .create_if_missing(true)
-        .max_attempts(3)
-        .dead_letter(&dead)
         .build()
         .expect("valid settings");
     let stats = engine.stats();
@@ -90,11 +102,9 @@ async fn a_drop_at_the_cap_returns_the_message_for_the_dead_letter_queue() {
     let client = client().await;
     let queue = unique("drop-cap");
     let dead = format!("{queue}-dead");
-    let engine = builder(&queue)
+    let engine = declaring(&queue, 2, &dead)
         .await
         .create_if_missing(true)
-        .max_attempts(2)
-        .dead_letter(&dead)
         .build()
         .expect("valid settings");
     let stats = engine.stats();
@@ -192,10 +202,8 @@ async fn a_missing_dead_letter_queue_is_refused_at_startup() {
     let queue = unique("no-dead");
     create_queue(&client, &queue, 30).await;
     let dead = format!("{queue}-missing");
-    let engine = builder(&queue)
+    let engine = declaring(&queue, 3, &dead)
         .await
-        .max_attempts(3)
-        .dead_letter(&dead)
         .build()
         .expect("valid settings");
     let error = start_error(engine).await;
@@ -219,10 +227,8 @@ async fn a_fifo_queue_with_a_standard_dead_letter_queue_is_refused() {
         .await
         .expect("CreateQueue");
     create_queue(&client, &dead, 30).await;
-    let engine = builder(&queue)
+    let engine = declaring(&queue, 3, &dead)
         .await
-        .max_attempts(3)
-        .dead_letter(&dead)
         .build()
         .expect("valid settings");
     let error = start_error(engine).await;
@@ -335,15 +341,11 @@ async fn a_declared_policy_the_queue_already_has_is_not_written_again() {
     let queue = unique("declared-same");
     let dead = format!("{queue}-dead");
     let (url, _) = provisioned(&client, &queue, &dead, 3).await;
-    let engine = builder(&queue)
+    let engine = declaring(&queue, 3, &dead)
         .await
-        .max_attempts(3)
-        .dead_letter(&dead)
         .build()
         .expect("valid settings");
-    let running = spawn_engine(engine, |_m: Message| async { Outcome::Ack });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let stats = running.shutdown().await;
+    let stats = opened_briefly(engine).await;
     assert_eq!(stats.set_queue_attributes.total(), 0, "nothing written");
     assert_eq!(policy_cap(&client, &url).await, "3");
 }
@@ -358,10 +360,8 @@ async fn a_declared_policy_that_differs_is_written_or_with_never_refused() {
     let (url, _) = provisioned(&client, &queue, &dead, 5).await;
 
     let refused = start_error(
-        builder(&queue)
+        declaring(&queue, 2, &dead)
             .await
-            .max_attempts(2)
-            .dead_letter(&dead)
             .redrive_write(RedriveWrite::Never)
             .build()
             .expect("valid settings"),
@@ -373,15 +373,11 @@ async fn a_declared_policy_that_differs_is_written_or_with_never_refused() {
     );
     assert_eq!(policy_cap(&client, &url).await, "5", "left alone");
 
-    let engine = builder(&queue)
+    let engine = declaring(&queue, 2, &dead)
         .await
-        .max_attempts(2)
-        .dead_letter(&dead)
         .build()
         .expect("valid settings");
-    let running = spawn_engine(engine, |_m: Message| async { Outcome::Ack });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let stats = running.shutdown().await;
+    let stats = opened_briefly(engine).await;
     assert_eq!(stats.set_queue_attributes.ok, 1, "written");
     assert_eq!(policy_cap(&client, &url).await, "2");
 }
