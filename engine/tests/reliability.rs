@@ -308,6 +308,28 @@ struct FaultRun {
     counts: support::proxy::Counts,
 }
 
+impl FaultRun {
+    /// The receive and delete calls, each as the engine counted it and as the proxy saw it.
+    /// The faults hit both: each had a fault injected.
+    fn faulted_receives_and_deletes(
+        &self,
+    ) -> [(
+        &'static str,
+        sqs_engine::Count,
+        support::proxy::ActionCounts,
+    ); 2] {
+        [
+            ("ReceiveMessage", self.stats.receive_message),
+            ("DeleteMessageBatch", self.stats.delete_message_batch),
+        ]
+        .map(|(action, count)| {
+            let proxied = self.counts.action(action);
+            assert!(proxied.injected_total() > 0, "{action}: {proxied:?}");
+            (action, count, proxied)
+        })
+    }
+}
+
 impl Faults {
     /// Fills a queue, runs the engine `configure` makes (on a builder through the proxy) with
     /// the faults injected until every message is processed, and prints the scenario's row.
@@ -654,7 +676,7 @@ async fn a_fifth_of_the_calls_throttled_or_5xx_loses_nothing_and_retries_are_cou
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenth_of_the_connections_reset_loses_nothing() {
     let _serial = SERIAL.lock().await;
-    let FaultRun { stats, counts } = Faults {
+    let run = Faults {
         scenario: "10% connections reset",
         prefix: "resets",
         visibility_secs: 5,
@@ -666,12 +688,7 @@ async fn a_tenth_of_the_connections_reset_loses_nothing() {
     }
     .run(|engine| engine.receivers(4).workers(32))
     .await;
-    for (action, count) in [
-        ("ReceiveMessage", stats.receive_message),
-        ("DeleteMessageBatch", stats.delete_message_batch),
-    ] {
-        let proxied = counts.action(action);
-        assert!(proxied.injected_total() > 0, "{action}: {proxied:?}");
+    for (action, count, proxied) in run.faulted_receives_and_deletes() {
         assert_eq!(
             count.failed,
             proxied.failed(),
@@ -687,7 +704,7 @@ async fn a_tenth_of_the_connections_reset_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_are_abandoned_after_the_call_timeout_and_nothing_is_lost() {
     let _serial = SERIAL.lock().await;
-    let FaultRun { stats, counts } = Faults {
+    let run = Faults {
         scenario: "5% of calls never answered",
         prefix: "silence",
         visibility_secs: 5,
@@ -701,17 +718,11 @@ async fn silent_connections_are_abandoned_after_the_call_timeout_and_nothing_is_
     .await;
     // Every silenced call is a failed call in the engine's counters, but for a long poll
     // abandoned at shutdown, which is counted apart.
-    for (action, count) in [
-        ("ReceiveMessage", stats.receive_message),
-        ("DeleteMessageBatch", stats.delete_message_batch),
-    ] {
-        let proxied = counts.action(action);
-        assert!(proxied.injected_total() > 0, "{action}: {proxied:?}");
+    let abandoned = run.stats.abandoned_receives;
+    for (action, count, proxied) in run.faulted_receives_and_deletes() {
         assert!(
-            count.failed <= proxied.failed()
-                && proxied.failed() <= count.failed + stats.abandoned_receives,
-            "{action}: {count:?} {proxied:?}, {} long polls abandoned",
-            stats.abandoned_receives
+            count.failed <= proxied.failed() && proxied.failed() <= count.failed + abandoned,
+            "{action}: {count:?} {proxied:?}, {abandoned} long polls abandoned"
         );
     }
 }
