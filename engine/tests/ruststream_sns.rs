@@ -8,15 +8,13 @@ mod subscription;
 use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::join_all;
 use ruststream::testing::TestApp;
 use ruststream::{Broker, ConnectedBroker, Subscriber};
 use serde::{Deserialize, Serialize};
 use sqs_engine::prelude::*;
-use subscription::{message, next, queue};
+use subscription::{binary_body_and_headers, message, next, queue, quiet};
 
 // ---------------------------------------------------------------------------------------------
 // In process
@@ -157,6 +155,21 @@ async fn sns_client() -> aws_sdk_sns::Client {
     aws_sdk_sns::Client::new(&support::sdk_config().await)
 }
 
+/// A subscription to `queue`, the queue named `target`, which is subscribed to `topic`.
+async fn fed_by(
+    connected: &ConnectedSqsBroker,
+    topic: &str,
+    target: &str,
+    queue: SqsQueue,
+) -> sqs_engine::ruststream::SqsSubscriber {
+    let subscriber = connected.subscribe_queue(queue).await.expect("subscribe");
+    connected
+        .subscribe_queue_to_topic(topic, target)
+        .await
+        .expect("subscribed");
+    subscriber
+}
+
 /// The body and headers a delivery carries, the receive count left out.
 fn shape(delivery: &SqsMessage) -> (Vec<u8>, HashMap<String, Vec<u8>>) {
     let headers = delivery
@@ -198,10 +211,7 @@ async fn live_a_topic_publish_reaches_each_subscribed_queue_as_a_direct_publish_
         .await
         .expect("subscribed again");
 
-    let mut headers = HeaderMap::new();
-    headers.insert("tenant", "acme");
-    headers.insert("raw", vec![0xffu8, 0x00, 0x7f]);
-    let body = [0xffu8, 0x00, 0x01, b'\n'];
+    let (body, headers) = binary_body_and_headers();
     connected
         .sns_publisher()
         .publish(message(&topic, &body, headers.clone()), None)
@@ -298,14 +308,13 @@ async fn live_publishes_to_a_topic_share_publish_batch_calls_and_each_gets_its_a
     let connected = connect().await;
     let topic = support::unique("rs-batched");
     let target = support::unique("rs-batched-q");
-    let mut subscriber = connected
-        .subscribe_queue(queue(&target).max_in_flight(40))
-        .await
-        .expect("subscribe");
-    connected
-        .subscribe_queue_to_topic(&topic, &target)
-        .await
-        .expect("subscribed");
+    let mut subscriber = fed_by(
+        &connected,
+        &topic,
+        &target,
+        queue(&target).max_in_flight(40),
+    )
+    .await;
     let publisher = connected.sns_publisher();
     // The topic is resolved before the count starts.
     publisher
@@ -357,14 +366,7 @@ async fn live_a_fifo_topic_keeps_groups_and_deduplication_ids_on_a_fifo_queue() 
     let connected = connect().await;
     let topic = format!("{}.fifo", support::unique("rs-ordered"));
     let target = format!("{}.fifo", support::unique("rs-ordered-q"));
-    let mut subscriber = connected
-        .subscribe_queue(queue(&target))
-        .await
-        .expect("subscribe");
-    connected
-        .subscribe_queue_to_topic(&topic, &target)
-        .await
-        .expect("subscribed");
+    let mut subscriber = fed_by(&connected, &topic, &target, queue(&target)).await;
     let publisher = connected.sns_publisher();
     let messages: Vec<(String, SqsPublishOptions)> = (0..6)
         .map(|i| {
@@ -426,8 +428,7 @@ async fn live_a_fifo_topic_keeps_groups_and_deduplication_ids_on_a_fifo_queue() 
         ["even 0", "even 2", "even 4", "even once"]
     );
     assert_eq!(by_group["odd"], ["odd 1", "odd 3", "odd 5"]);
-    let quiet = tokio::time::timeout(Duration::from_secs(3), stream.next()).await;
-    assert!(quiet.is_err(), "the duplicate was dropped");
+    quiet(&mut stream, "the duplicate was dropped").await;
     drop(stream);
     drop(subscriber);
     connected.shutdown().await.expect("shutdown");
