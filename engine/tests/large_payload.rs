@@ -75,6 +75,16 @@ impl Place {
             url,
         }
     }
+
+    /// Has the Python extended client send a body of `len` bytes (a [`large_body`]) to the
+    /// queue, which stores it in the bucket; returns the body.
+    fn sent_by_the_extended_client(&self, len: usize) -> String {
+        let body = large_body(len);
+        let file = body_file(&self.queue);
+        std::fs::write(&file, &body).expect("write the body");
+        extended_client("send", &self.url, &self.bucket, &file);
+        body
+    }
 }
 
 /// A text of `len` bytes that differs along its length, so that a truncated or reordered copy
@@ -176,24 +186,15 @@ async fn until_objects(s3: &aws_sdk_s3::Client, bucket: &str, expected: usize) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_the_python_extended_client_stored_in_s3_reaches_the_handler_whole_and_goes_with_the_ack()
  {
-    let Place {
-        s3,
-        sqs,
-        bucket,
-        queue,
-        url,
-    } = Place::new("large-in").await;
-    let body = large_body(300_000);
-    let file = body_file("large-in");
-    std::fs::write(&file, &body).expect("write the body");
-    extended_client("send", &url, &bucket, &file);
+    let place = Place::new("large-in").await;
+    let body = place.sent_by_the_extended_client(300_000);
     assert_eq!(
-        objects(&s3, &bucket).await.len(),
+        objects(&place.s3, &place.bucket).await.len(),
         1,
         "the extended client stored the 300,000-byte body in S3"
     );
 
-    let seen = receive_with(&queue, LargePayloads::new(s3.clone()), 1).await;
+    let seen = receive_with(&place.queue, LargePayloads::new(place.s3.clone()), 1).await;
 
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner));
     assert_eq!(seen.len(), 1, "one message");
@@ -204,12 +205,12 @@ async fn a_body_the_python_extended_client_stored_in_s3_reaches_the_handler_whol
         seen[0].1
     );
     assert_eq!(
-        until_objects(&s3, &bucket, 0).await,
+        until_objects(&place.s3, &place.bucket, 0).await,
         Vec::<String>::new(),
         "the object is deleted once SQS deleted the message"
     );
     assert_eq!(
-        support::counts(&sqs, &url).await,
+        support::counts(&place.sqs, &place.url).await,
         (0, 0),
         "the message is deleted"
     );
@@ -217,31 +218,27 @@ async fn a_body_the_python_extended_client_stored_in_s3_reaches_the_handler_whol
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_objects_leaves_the_object_after_the_ack() {
-    let Place {
-        s3,
-        sqs,
-        bucket,
-        queue,
-        url,
-    } = Place::new("large-keep").await;
-    let body = large_body(270_000);
-    let file = body_file("large-keep");
-    std::fs::write(&file, &body).expect("write the body");
-    extended_client("send", &url, &bucket, &file);
+    let place = Place::new("large-keep").await;
+    let body = place.sent_by_the_extended_client(270_000);
 
-    let seen = receive_with(&queue, LargePayloads::new(s3.clone()).keep_objects(), 1).await;
+    let seen = receive_with(
+        &place.queue,
+        LargePayloads::new(place.s3.clone()).keep_objects(),
+        1,
+    )
+    .await;
 
     assert!(
         seen.lock().unwrap_or_else(PoisonError::into_inner)[0].0 == body,
         "the handler got the stored body whole"
     );
     assert_eq!(
-        support::counts(&sqs, &url).await,
+        support::counts(&place.sqs, &place.url).await,
         (0, 0),
         "the message is deleted"
     );
     assert_eq!(
-        objects(&s3, &bucket).await.len(),
+        objects(&place.s3, &place.bucket).await.len(),
         1,
         "the object stays with keep_objects"
     );
