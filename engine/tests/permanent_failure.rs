@@ -80,6 +80,32 @@ struct Ended {
     end: sqs_engine::Health,
 }
 
+impl Ended {
+    /// Checks that the engine was unhealthy from the first refused call (`refused` names it)
+    /// and that `run` gave up on `action`, no sooner than the time allowed; returns how long
+    /// the call had been failing and its last error.
+    fn gave_up_on(&self, action: &str, refused: &str) -> (Duration, &CallError) {
+        assert!(
+            self.unhealthy_after < Duration::from_secs(1),
+            "unhealthy from the first {refused}: {:?}",
+            self.unhealthy_after
+        );
+        match &self.result {
+            Err(Error::GaveUp {
+                action: gave_up_on,
+                failing_for,
+                source,
+                ..
+            }) => {
+                assert_eq!(*gave_up_on, action);
+                assert!(*failing_for >= GIVE_UP_AFTER, "{failing_for:?}");
+                (*failing_for, source)
+            }
+            other => panic!("expected Error::GaveUp, got {other:?}"),
+        }
+    }
+}
+
 /// Runs an engine on `api` that acks every message, with nobody asking it to stop, until it
 /// returns (at most ten minutes on the paused clock); notes how soon it was unhealthy.
 async fn run_until_it_returns(api: impl sqs_engine::SqsApi, handled: Arc<AtomicUsize>) -> Ended {
@@ -132,28 +158,12 @@ async fn refused_deletes_make_the_engine_unhealthy_and_run_give_up() {
     let handled = Arc::new(AtomicUsize::new(0));
     let ended = run_until_it_returns(DeletesDenied(sqs.clone()), Arc::clone(&handled)).await;
 
+    let (failing_for, source) = ended.gave_up_on("DeleteMessageBatch", "refused delete");
     assert!(
-        ended.unhealthy_after < Duration::from_secs(1),
-        "unhealthy from the first refused delete: {:?}",
-        ended.unhealthy_after
+        failing_for < GIVE_UP_AFTER + Duration::from_secs(10),
+        "gave up at the first refusal past the time allowed: {failing_for:?}"
     );
-    match ended.result {
-        Err(Error::GaveUp {
-            action,
-            failing_for,
-            source,
-            ..
-        }) => {
-            assert_eq!(action, "DeleteMessageBatch");
-            assert!(failing_for >= GIVE_UP_AFTER, "{failing_for:?}");
-            assert!(
-                failing_for < GIVE_UP_AFTER + Duration::from_secs(10),
-                "gave up at the first refusal past the time allowed: {failing_for:?}"
-            );
-            assert_eq!(source.kind, CallErrorKind::AccessDenied);
-        }
-        other => panic!("expected Error::GaveUp, got {other:?}"),
-    }
+    assert_eq!(source.kind, CallErrorKind::AccessDenied);
     assert!(
         ended.end.gave_up && ended.end.phase == Phase::Stopped,
         "{}",
@@ -175,24 +185,8 @@ async fn receives_refused_by_the_kms_key_make_the_engine_unhealthy_and_run_give_
     let handled = Arc::new(AtomicUsize::new(0));
     let ended = run_until_it_returns(KeyDenied(sqs), Arc::clone(&handled)).await;
 
-    assert!(
-        ended.unhealthy_after < Duration::from_secs(1),
-        "unhealthy from the first refused receive: {:?}",
-        ended.unhealthy_after
-    );
-    match ended.result {
-        Err(Error::GaveUp {
-            action,
-            failing_for,
-            source,
-            ..
-        }) => {
-            assert_eq!(action, "ReceiveMessage");
-            assert!(failing_for >= GIVE_UP_AFTER, "{failing_for:?}");
-            assert_eq!(source.code.as_deref(), Some("KMS.AccessDeniedException"));
-        }
-        other => panic!("expected Error::GaveUp, got {other:?}"),
-    }
+    let (_, source) = ended.gave_up_on("ReceiveMessage", "refused receive");
+    assert_eq!(source.code.as_deref(), Some("KMS.AccessDeniedException"));
     assert!(ended.end.gave_up, "{}", ended.end);
     assert_eq!(handled.load(Ordering::SeqCst), 0);
 }
