@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use sqs_engine::testing::InProcessSqs;
-use sqs_engine::{AttributeValue, Engine, Message, MessageAttribute, Outcome, SendEntry};
+use sqs_engine::{Engine, Message, Outcome};
+use sqs_engine_test_support::{TRACEPARENT, traced_entry};
 use tokio_util::sync::CancellationToken;
 
 /// Collects what the subscriber writes.
@@ -33,24 +34,8 @@ async fn the_message_span_carries_the_messaging_fields_and_the_trace_context() {
         .with_ansi(false)
         .init();
     let sqs = InProcessSqs::new();
-    sqs.send_entry(
-        "orders",
-        &SendEntry {
-            body: "traced".into(),
-            attributes: vec![(
-                "traceparent".into(),
-                MessageAttribute {
-                    data_type: "String".into(),
-                    value: AttributeValue::String(
-                        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
-                    ),
-                },
-            )],
-            group_id: None,
-            deduplication_id: None,
-        },
-    )
-    .expect("sent");
+    sqs.send_entry("orders", &traced_entry("traced"))
+        .expect("sent");
     let done = CancellationToken::new();
     let handler_done = done.clone();
     Engine::builder()
@@ -81,7 +66,7 @@ async fn the_message_span_carries_the_messaging_fields_and_the_trace_context() {
         "messaging.destination.name=\"orders\"",
         "messaging.message.id=",
         "messaging.sqs.receive_count=1",
-        "traceparent=\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"",
+        &format!("traceparent=\"{TRACEPARENT}\""),
     ] {
         assert!(line.contains(field), "{field} on the message span: {line}");
     }

@@ -9,12 +9,9 @@ use futures::StreamExt;
 use ruststream::{Broker, ConnectedBroker, Subscriber};
 use sqs_engine::prelude::*;
 use sqs_engine::testing::InProcessSqs;
-use sqs_engine::{
-    AttributeValue, BoxFuture, CallError, EntryFailure, EntryResult, MessageAttribute, SendEntry,
-    SqsDecorator,
-};
-use sqs_engine_test_support::LogCapture;
+use sqs_engine::{BoxFuture, CallError, EntryFailure, EntryResult, SqsDecorator};
 use sqs_engine_test_support::log_capture::FmtSpan;
+use sqs_engine_test_support::{LogCapture, TRACEPARENT, traced_entry};
 
 /// The process's subscriber, at INFO and above, announcing each span as it opens.
 fn captured() -> &'static LogCapture {
@@ -86,23 +83,7 @@ async fn a_delivery_carries_the_native_message_span() {
     captured();
     let sqs = InProcessSqs::new();
     let id = sqs
-        .send_entry(
-            "spans",
-            &SendEntry {
-                body: "traced".into(),
-                attributes: vec![(
-                    "traceparent".into(),
-                    MessageAttribute {
-                        data_type: "String".into(),
-                        value: AttributeValue::String(
-                            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
-                        ),
-                    },
-                )],
-                group_id: None,
-                deduplication_id: None,
-            },
-        )
+        .send_entry("spans", &traced_entry("traced"))
         .expect("sent");
     let (connected, subscriber, delivery) =
         first_delivery(SqsBroker::new().api(sqs), "spans").await;
@@ -119,7 +100,7 @@ async fn a_delivery_carries_the_native_message_span() {
         "messaging.operation.type=\"process\"",
         &format!("messaging.message.id=\"{id}\""),
         "messaging.sqs.receive_count=1",
-        "traceparent=\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"",
+        &format!("traceparent=\"{TRACEPARENT}\""),
     ] {
         assert!(line.contains(field), "{field} on the message span: {line}");
     }

@@ -15,6 +15,7 @@
 //!   makes and what SQS answered.
 //! - [`proxy`]: a fault-injecting HTTP proxy between the engine and LocalStack.
 //! - [`ledger`]: ledgers of processed message ids and what they say about the messages sent.
+//! - [`trace`]: a message that carries a trace context.
 //!
 //! Everything but the proxy is also at the crate's root.
 
@@ -25,6 +26,7 @@ pub mod proxy;
 pub mod queue;
 pub mod recording;
 pub mod running;
+pub mod trace;
 
 pub use localstack::{
     DEFAULT_ENDPOINT, client, client_at, endpoint, localstack_log_path, logged_calls, read_log,
@@ -37,3 +39,4 @@ pub use queue::{
 };
 pub use recording::{BatchCall, INVALID_RECEIPT, Record, Recording};
 pub use running::{Running, builder, eventually, spawn_batch_engine, spawn_engine};
+pub use trace::{TRACEPARENT, traced_entry};
