@@ -41,11 +41,28 @@
 //!   keeps its message's place, and settlement falling behind holds receiving back). Run it with
 //!   `cargo run -p sqs-engine-reliability --example slow_deletes`.
 //!
-//! The library holds what the binaries and the tests share: the status line, memory readings,
-//! the consumer process harness and the result table. The SQS helpers and the ledgers are
+//! The library holds what the binaries and the tests share: the binaries' logging, the status
+//! line, memory readings, the consumer process harness and the result table. The SQS helpers and the ledgers are
 //! those of every LocalStack-backed test, in `sqs-engine-test-support`.
 
 pub mod harness;
 pub mod memory;
 pub mod report;
 pub mod status;
+
+/// Sends the process's logs to stderr, at the level `RUST_LOG` asks for (`warn` when it names
+/// none), without colours: stdout carries the binaries' JSON lines.
+///
+/// # Panics
+///
+/// When a global subscriber is already set.
+pub fn log_to_stderr() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}

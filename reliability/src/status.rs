@@ -1,6 +1,13 @@
-//! The JSON status line `ledger-consumer` prints on stdout.
+//! The JSON status line `ledger-consumer` prints on stdout, and the peak of messages held it
+//! (and the soak) reports.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sqs_engine::StatsHandle;
+use tokio::task::JoinHandle;
 
 /// Which kind of status line it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +66,24 @@ impl Status {
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// The most messages the engine of `stats` has held at once, sampled every millisecond by the
+/// task returned, which runs until it is aborted.
+pub fn sample_peak_in_flight(stats: &StatsHandle) -> (Arc<AtomicU64>, JoinHandle<()>) {
+    let peak = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (stats, peak) = (stats.clone(), Arc::clone(&peak));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                peak.fetch_max(stats.snapshot().in_flight, Ordering::Relaxed);
+            }
+        })
+    };
+    (peak, sampler)
 }
 
 #[cfg(test)]

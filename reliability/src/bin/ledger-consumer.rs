@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use sqs_engine::{Engine, Message, Outcome, Stats, StatsHandle};
 use sqs_engine_reliability::memory;
-use sqs_engine_reliability::status::{Kind, Status};
+use sqs_engine_reliability::status::{Kind, Status, sample_peak_in_flight};
 use sqs_engine_test_support as sqs;
 use sqs_engine_test_support::ledger::LedgerFile;
 use tokio::signal::unix::{SignalKind, signal};
@@ -61,14 +61,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    sqs_engine_reliability::log_to_stderr();
     let args = Args::parse();
     let started = Instant::now();
 
@@ -110,18 +103,7 @@ async fn main() -> anyhow::Result<()> {
     };
 
     // The peak of messages held, sampled every millisecond, and the status lines.
-    let peak = Arc::new(AtomicU64::new(0));
-    let sampler = {
-        let (stats, peak) = (stats.clone(), Arc::clone(&peak));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(1));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tick.tick().await;
-                peak.fetch_max(stats.snapshot().in_flight, Ordering::Relaxed);
-            }
-        })
-    };
+    let (peak, sampler) = sample_peak_in_flight(&stats);
     let printer = {
         let (stats, peak, ledger) = (stats.clone(), Arc::clone(&peak), Arc::clone(&ledger));
         tokio::spawn(async move {

@@ -26,6 +26,7 @@ use clap::Parser;
 use serde::Serialize;
 use sqs_engine::{Engine, Message, Outcome};
 use sqs_engine_reliability::memory::{self, mib};
+use sqs_engine_reliability::status::sample_peak_in_flight;
 use sqs_engine_test_support as sqs;
 
 /// Runs the engine under a steady load and checks that its memory stays flat.
@@ -103,14 +104,7 @@ struct Summary {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    sqs_engine_reliability::log_to_stderr();
     let args = Args::parse();
     anyhow::ensure!(args.rate > 0, "--rate must be positive");
     anyhow::ensure!(
@@ -190,18 +184,7 @@ async fn main() -> anyhow::Result<()> {
             samples
         })
     };
-    let peak = Arc::new(AtomicU64::new(0));
-    let peak_sampler = {
-        let (stats, peak) = (stats.clone(), Arc::clone(&peak));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(1));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tick.tick().await;
-                peak.fetch_max(stats.snapshot().in_flight, Ordering::Relaxed);
-            }
-        })
-    };
+    let (peak, peak_sampler) = sample_peak_in_flight(&stats);
 
     // The filler.
     let sent = Arc::new(AtomicU64::new(0));
