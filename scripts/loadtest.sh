@@ -8,18 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 messages=${1:-20000}
 shift || true
-port=${LOCALSTACK_PORT:-4566}
-started=0
-if ! scripts/localstack.sh status; then
-  scripts/localstack.sh start
-  started=1
-fi
-cleanup() {
-  if [ "$started" = 1 ]; then
-    scripts/localstack.sh stop
-  fi
-}
-trap cleanup EXIT
+. scripts/localstack-session.sh
 
 endpoint="http://127.0.0.1:$port"
 queue="loadtest-$(date +%s)-$$"

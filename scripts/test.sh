@@ -16,18 +16,7 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   fi
 fi
 
-port=${LOCALSTACK_PORT:-4566}
-started=0
-if ! scripts/localstack.sh status; then
-  scripts/localstack.sh start
-  started=1
-fi
-cleanup() {
-  if [ "$started" = 1 ]; then
-    scripts/localstack.sh stop
-  fi
-}
-trap cleanup EXIT
+. scripts/localstack-session.sh
 
 export SQS_ENGINE_TEST_ENDPOINT="http://127.0.0.1:$port"
 SQS_ENGINE_LOCALSTACK_LOG=$(scripts/localstack.sh log)
