@@ -5,14 +5,10 @@
 
 use sqs_engine_test_support as support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqs_engine::{Message, Outcome};
 use support::proxy::Proxy;
 use support::*;
-use tokio_util::sync::CancellationToken;
 
 const MESSAGES: usize = 10_000;
 
@@ -43,25 +39,7 @@ async fn ten_thousand_acks_cost_at_most_0_21_calls_per_message() {
         .wait_time(Duration::from_secs(1))
         .build()
         .expect("valid settings");
-    let stop = CancellationToken::new();
-    let handled = Arc::new(AtomicUsize::new(0));
-    let handler_handled = Arc::clone(&handled);
-    let handler_stop = stop.clone();
-    let stats = tokio::time::timeout(
-        Duration::from_secs(300),
-        engine.run(
-            move |_message: Message| {
-                if handler_handled.fetch_add(1, Ordering::Relaxed) + 1 == MESSAGES {
-                    handler_stop.cancel();
-                }
-                async { Outcome::Ack }
-            },
-            stop.clone().cancelled_owned(),
-        ),
-    )
-    .await
-    .expect("10,000 messages consumed within 300 s")
-    .expect("the engine runs");
+    let (stats, _) = ack_until_handled(engine, MESSAGES, Duration::from_secs(300)).await;
     // A long poll abandoned at shutdown still reaches LocalStack: let it answer.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let wire = proxy.counts();

@@ -2,13 +2,10 @@
 
 use sqs_engine_test_support as support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqs_engine::{Message, Outcome};
 use support::*;
-use tokio_util::sync::CancellationToken;
 
 /// Settlements wait up to a second for company, one call at a time, and shutdown comes the
 /// moment the last handler returns: it must send what is still pending.
@@ -27,29 +24,9 @@ async fn every_acknowledged_message_is_gone_after_shutdown() {
         .max_batches_in_flight(1)
         .build()
         .expect("valid settings");
-    let stop = CancellationToken::new();
-    let handled = Arc::new(AtomicUsize::new(0));
-    let handler_handled = Arc::clone(&handled);
-    let handler_stop = stop.clone();
-    let run = engine.run(
-        move |_message: Message| {
-            let handled = Arc::clone(&handler_handled);
-            let stop = handler_stop.clone();
-            async move {
-                if handled.fetch_add(1, Ordering::SeqCst) + 1 == MESSAGES {
-                    stop.cancel();
-                }
-                Outcome::Ack
-            }
-        },
-        stop.clone().cancelled_owned(),
-    );
-    let stats = tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("shutdown completes")
-        .expect("the engine runs");
+    let (stats, handled) = ack_until_handled(engine, MESSAGES, Duration::from_secs(60)).await;
 
-    assert_eq!(handled.load(Ordering::SeqCst), MESSAGES);
+    assert_eq!(handled, MESSAGES);
     assert_eq!(stats.acked.ok, MESSAGES as u64, "{stats:?}");
     assert_eq!(
         counts(&client, &url).await,

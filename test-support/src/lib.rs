@@ -38,5 +38,7 @@ pub use queue::{
     send_batch, send_grouped, send_ids, unique,
 };
 pub use recording::{BatchCall, INVALID_RECEIPT, Record, Recording};
-pub use running::{Running, builder, eventually, spawn_batch_engine, spawn_engine};
+pub use running::{
+    Running, ack_until_handled, builder, eventually, spawn_batch_engine, spawn_engine,
+};
 pub use trace::{TRACEPARENT, traced_entry};

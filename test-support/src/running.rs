@@ -1,8 +1,10 @@
 //! An engine on LocalStack, run in the background until stopped, and waiting for what it does.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqs_engine::{BatchHandler, Engine, EngineBuilder, Error, Handler, Stats};
+use sqs_engine::{BatchHandler, Engine, EngineBuilder, Error, Handler, Message, Outcome, Stats};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +57,40 @@ pub fn spawn_batch_engine<H: BatchHandler>(engine: Engine, handler: H) -> Runnin
     let shutdown = stop.clone().cancelled_owned();
     let task = tokio::spawn(engine.run_batches(handler, shutdown));
     Running { stop, task }
+}
+
+/// Runs `engine`, acknowledging every message, until the handler of the `messages`th asks it to
+/// stop as it returns; returns the engine's statistics once it stopped, and the messages
+/// handled.
+///
+/// # Panics
+///
+/// When the engine has not stopped within `limit`, or fails.
+pub async fn ack_until_handled(engine: Engine, messages: usize, limit: Duration) -> (Stats, usize) {
+    let stop = CancellationToken::new();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let handler_handled = Arc::clone(&handled);
+    let handler_stop = stop.clone();
+    let run = engine.run(
+        move |_message: Message| {
+            let handled = Arc::clone(&handler_handled);
+            let stop = handler_stop.clone();
+            async move {
+                if handled.fetch_add(1, Ordering::SeqCst) + 1 == messages {
+                    stop.cancel();
+                }
+                Outcome::Ack
+            }
+        },
+        stop.clone().cancelled_owned(),
+    );
+    let stats = tokio::time::timeout(limit, run)
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{messages} messages handled and the engine stopped within {limit:?}")
+        })
+        .expect("the engine runs");
+    (stats, handled.load(Ordering::SeqCst))
 }
 
 /// Waits until `check` holds, polling every 20 ms, for at most `limit`.
