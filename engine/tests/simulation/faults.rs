@@ -82,21 +82,33 @@ impl FaultySqs {
             .collect()
     }
 
+    /// Notes a call of `action` on `entries` (the attempt named by `attempt`, if any) as it
+    /// starts; returns its number.
+    fn note_call(
+        &self,
+        action: Action,
+        entries: Vec<(String, u32)>,
+        attempt: Option<String>,
+    ) -> u64 {
+        let call = self.record.next_call();
+        self.record.push(Event::Call {
+            consumer: self.consumer,
+            call,
+            action,
+            entries,
+            attempt,
+        });
+        call
+    }
+
     /// A call that opens the queue: fails transiently now and then (never in a liveness run,
     /// whose consumers must all start), else goes through.
     async fn open_call<T: Send>(
         &self,
         apply: impl Future<Output = Result<T, CallError>> + Send,
     ) -> Result<T, CallError> {
-        let call = self.record.next_call();
+        let call = self.note_call(Action::Open, Vec::new(), None);
         let consumer = self.consumer;
-        self.record.push(Event::Call {
-            consumer,
-            call,
-            action: Action::Open,
-            entries: Vec::new(),
-            attempt: None,
-        });
         let faulted = self.workload.liveness.is_none() && self.more().f64() < self.fault_rate;
         let result = if faulted {
             self.record.push(Event::Faulted {
@@ -134,15 +146,8 @@ impl FaultySqs {
         late: impl Future<Output = ()> + Send + 'static,
         answer: impl Fn(&T) -> Answer + Send,
     ) -> Result<T, CallError> {
-        let call = self.record.next_call();
+        let call = self.note_call(action, entries, attempt);
         let consumer = self.consumer;
-        self.record.push(Event::Call {
-            consumer,
-            call,
-            action,
-            entries,
-            attempt,
-        });
         let fault = self.draw();
         if let Some(fault) = fault {
             self.record.push(Event::Faulted {

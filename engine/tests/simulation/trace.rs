@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sqs_engine::testing::Change;
+use sqs_engine::testing::{Applied, Change};
 
 use crate::record::{Answer, Event};
 use crate::run::Run;
@@ -21,28 +21,12 @@ pub fn render(run: &Run) -> String {
         while let Some((position, change)) =
             applied.next_if(|(position, _)| *position < stamped.journal)
         {
-            let at = change.at.saturating_duration_since(start);
-            let _ = writeln!(
-                text,
-                "{} sqs#{position} {} {} {}",
-                clock(at),
-                change.queue,
-                change.message_id,
-                describe_change(&change.change)
-            );
+            write_applied(&mut text, start, position, change);
         }
         let _ = writeln!(text, "{} {}", clock(stamped.at), describe(&stamped.event));
     }
     for (position, change) in applied {
-        let at = change.at.saturating_duration_since(start);
-        let _ = writeln!(
-            text,
-            "{} sqs#{position} {} {} {}",
-            clock(at),
-            change.queue,
-            change.message_id,
-            describe_change(&change.change)
-        );
+        write_applied(&mut text, start, position, change);
     }
     for (consumer, stopped) in run.stopped.iter().enumerate() {
         let _ = writeln!(
@@ -88,6 +72,24 @@ fn describe_change(change: &Change) -> String {
         Change::QueueDeleted => "gone with its queue".to_owned(),
         other => format!("{other:?}"),
     }
+}
+
+/// Writes the line of the change SQS applied at journal `position`, timed from `start`.
+fn write_applied(
+    text: &mut String,
+    start: tokio::time::Instant,
+    position: usize,
+    change: &Applied,
+) {
+    let at = change.at.saturating_duration_since(start);
+    let _ = writeln!(
+        text,
+        "{} sqs#{position} {} {} {}",
+        clock(at),
+        change.queue,
+        change.message_id,
+        describe_change(&change.change)
+    );
 }
 
 fn describe(event: &Event) -> String {
