@@ -2,8 +2,8 @@
 //!
 //! Every delivery not yet settled holds its queue's settlement open, and so do the consumer that
 //! hands the deliveries out and the consumer's owner until it lets go. When the last hold is
-//! released, the settlement drains: it sends what is pending, waits for SQS's answers and
-//! stops. So a settlement made by anyone still holding a delivery, or a message returned by a
+//! released (and the long polls the receivers finished on the side have answered), the
+//! settlement drains: it sends what is pending, waits for SQS's answers and stops. So a settlement made by anyone still holding a delivery, or a message returned by a
 //! consumer as it is dropped, always finds the settlement open, whatever order the holders go
 //! in.
 
