@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use ruststream::{BytesMut, HeaderMap, OutgoingMessage};
-use sqs_engine::prelude::*;
 
+mod next;
 mod queue;
+pub(crate) use next::next;
 pub(crate) use queue::queue;
 
 /// A message named `name` with `body` and `headers`, as a producer sends it.
@@ -25,23 +26,6 @@ pub(crate) fn binary_body_and_headers() -> ([u8; 4], HeaderMap) {
     headers.insert("tenant", "acme");
     headers.insert("raw", vec![0xffu8, 0x00, 0x7f]);
     ([0xffu8, 0x00, 0x01, b'\n'], headers)
-}
-
-/// The next delivery of a subscription's stream, within 20 s; `what` names it if none comes.
-///
-/// # Panics
-///
-/// When none comes within 20 s, the stream ends, or it yields an error.
-pub(crate) async fn next<S, E>(stream: &mut S, what: &str) -> SqsMessage
-where
-    S: Stream<Item = Result<SqsMessage, E>> + Unpin,
-    E: std::fmt::Debug,
-{
-    tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .unwrap_or_else(|_| panic!("no {what} within 20 s"))
-        .expect("the stream goes on")
-        .unwrap_or_else(|error| panic!("{what}: {error:?}"))
 }
 
 /// Waits 3 s on a subscription's stream, which must yield nothing meanwhile; `why` says what
