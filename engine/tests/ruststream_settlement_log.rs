@@ -5,13 +5,18 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
-use ruststream::{Broker, ConnectedBroker, Subscriber};
+use ruststream::ConnectedBroker;
 use sqs_engine::prelude::*;
 use sqs_engine::testing::InProcessSqs;
 use sqs_engine::{BoxFuture, CallError, EntryFailure, EntryResult, SqsDecorator};
 use sqs_engine_test_support::log_capture::FmtSpan;
 use sqs_engine_test_support::{LogCapture, TRACEPARENT, traced_entry};
+use subscription_first::first_delivery;
+
+#[path = "subscription/first.rs"]
+mod subscription_first;
+#[path = "subscription/next.rs"]
+mod subscription_next;
 
 /// The process's subscriber, at INFO and above, announcing each span as it opens.
 fn captured() -> &'static LogCapture {
@@ -52,32 +57,6 @@ impl SqsDecorator for RefusingDeletes {
     }
 }
 
-/// The first delivery of `queue` on a broker over `broker`, with its connection and
-/// subscription.
-async fn first_delivery(
-    broker: SqsBroker,
-    queue: &str,
-) -> (
-    ConnectedSqsBroker,
-    sqs_engine::ruststream::SqsSubscriber,
-    SqsMessage,
-) {
-    let connected = broker.connect().await.expect("connect");
-    let mut subscriber = connected
-        .subscribe_queue(SqsQueue::new(queue))
-        .await
-        .expect("subscribe");
-    let delivery = {
-        let mut stream = Box::pin(subscriber.stream());
-        stream
-            .next()
-            .await
-            .expect("a delivery")
-            .expect("it decodes")
-    };
-    (connected, subscriber, delivery)
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_delivery_carries_the_native_message_span() {
     captured();
@@ -86,7 +65,7 @@ async fn a_delivery_carries_the_native_message_span() {
         .send_entry("spans", &traced_entry("traced"))
         .expect("sent");
     let (connected, subscriber, delivery) =
-        first_delivery(SqsBroker::new().api(sqs), "spans").await;
+        first_delivery(SqsBroker::new().api(sqs), SqsQueue::new("spans")).await;
     delivery.ack().await.expect("acked");
     drop(subscriber);
     connected.shutdown().await.expect("shutdown");
@@ -111,8 +90,11 @@ async fn a_delete_sqs_refuses_after_the_ack_resolved_is_logged_with_the_message_
     captured();
     let sqs = InProcessSqs::new();
     let id = sqs.send("refused", "refused").expect("sent");
-    let (connected, subscriber, delivery) =
-        first_delivery(SqsBroker::new().api(RefusingDeletes(sqs)), "refused").await;
+    let (connected, subscriber, delivery) = first_delivery(
+        SqsBroker::new().api(RefusingDeletes(sqs)),
+        SqsQueue::new("refused"),
+    )
+    .await;
     delivery
         .ack()
         .await

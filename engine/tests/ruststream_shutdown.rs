@@ -12,33 +12,20 @@ use sqs_engine_test_support as support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream::{Broker, ConnectedBroker, IncomingMessage, Subscriber};
+use ruststream::{ConnectedBroker, IncomingMessage};
 use sqs_engine::prelude::*;
 use sqs_engine::testing::{Change, InProcessSqs};
 use sqs_engine::{AwsSqs, BoxFuture, CallError, EntryResult, SqsApi, SqsDecorator};
-use subscription_next::next;
+use subscription_first::first_delivery;
 use support::proxy::{Fault, Proxy};
 use tokio::sync::Notify;
 
+#[path = "subscription/first.rs"]
+mod subscription_first;
 #[path = "subscription/next.rs"]
 mod subscription_next;
 
 const CHANGE_VISIBILITY: &str = "ChangeMessageVisibilityBatch";
-
-/// The first delivery of `queue` on `broker`, with its connection and subscription.
-async fn first_delivery(
-    broker: SqsBroker,
-    queue: SqsQueue,
-) -> (
-    ConnectedSqsBroker,
-    sqs_engine::ruststream::SqsSubscriber,
-    SqsMessage,
-) {
-    let connected = broker.connect().await.expect("connect");
-    let mut subscriber = connected.subscribe_queue(queue).await.expect("subscribe");
-    let delivery = next(&mut Box::pin(subscriber.stream()), "the invoice").await;
-    (connected, subscriber, delivery)
-}
 
 // The queue's visibility timeout is 40 s, so the heartbeat extends the message 8 s before its
 // end. The proxy leaves that extension unanswered for the call timeout of 7 s: longer than
