@@ -422,21 +422,25 @@ impl ConsumerHandle {
     /// Lets go of the settlement as [`release`](Self::release) does, waiting at most `grace`
     /// for the holders once the receivers are done. Once the last holder goes within it, it
     /// waits for what they settled to be sent and answered, however long the calls and their
-    /// retries take, and returns `true`; the settlement itself drains once the polls finished
-    /// on the side answered. If a holder is left after `grace`, it returns `false`, and the
+    /// retries take; the settlement itself drains once the polls finished on the side
+    /// answered. If a holder is left after `grace`, it logs a warning and returns, and the
     /// settlement stays open until the last holder goes.
     #[cfg(feature = "ruststream")]
-    pub(crate) async fn release_within(&self, grace: std::time::Duration) -> bool {
+    pub(crate) async fn release_within(&self, grace: std::time::Duration) {
         self.stop_and_let_go(false).await;
         let settler = &self.inner.queue.settler;
         if tokio::time::timeout(grace, settler.holds.released().cancelled())
             .await
             .is_err()
         {
-            return false;
+            tracing::warn!(
+                queue = %self.inner.queue.name,
+                ?grace,
+                "a subscriber or a delivery is still held after the shutdown's grace: its settlement stays open until it goes, and is sent only while the runtime runs"
+            );
+            return;
         }
         settler.until_idle().await;
-        true
     }
 
     /// Stops the receivers, and lets go of the owner's hold once they are done; drains the
