@@ -58,6 +58,13 @@ async fn live_a_requeue_behind_a_silent_extension_is_applied_before_the_shutdown
     delivery.nack(true).await.expect("queued");
     drop(subscriber);
     connected.shutdown().await.expect("shutdown");
+    // A visibility change went to SQS before the shutdown returned, so the message below is
+    // back because of it, not only because its visibility lapsed meanwhile.
+    let changes = proxy.counts().action(CHANGE_VISIBILITY);
+    assert!(
+        changes.forwarded >= 1,
+        "a visibility change reached SQS before the shutdown returned: {changes:?}"
+    );
     let back = support::receive_raw(&client, &url, 0, 30).await;
     assert_eq!(
         back.len(),
