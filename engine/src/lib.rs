@@ -117,6 +117,7 @@ pub mod prometheus;
 mod publish;
 pub mod queue_url;
 mod receive;
+mod room;
 #[cfg(feature = "ruststream")]
 pub mod ruststream;
 mod settle;

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::runtime::Handle as RuntimeHandle;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, info};
@@ -16,6 +16,7 @@ use crate::receive::delivery::{self, Delivery};
 use crate::receive::fifo::{FifoOrder, Gate};
 use crate::receive::queue::QueueRuntime;
 use crate::receive::receiver::{ReceiverConfig, Receivers};
+use crate::room::held::HeldRoom;
 use crate::settle;
 use crate::settle::hold::Hold;
 
@@ -124,18 +125,18 @@ impl Consumer {
 
         // The engine giving up (on a receive, a delete or a visibility change) stops receiving.
         let stop_receiving = queue.health.gave_up_token().child_token();
-        let slots = Arc::new(Semaphore::new(config.capacity));
-        let bytes = Arc::new(Semaphore::new(config.capacity_kib.max(1)));
-        let ahead = Arc::new(Semaphore::new(
-            config.ahead.max(usize::from(config.receive.max_messages)),
-        ));
+        let room = HeldRoom::new(
+            config.capacity,
+            config.capacity_kib,
+            config.ahead,
+            usize::from(config.receive.max_messages),
+            Arc::clone(&queue.metrics),
+        );
         let (tx, rx) = mpsc::channel::<Vec<Delivery>>(config.capacity.max(1));
         let receivers = Receivers::new(
             Arc::clone(&queue),
             config.receive,
-            slots,
-            bytes,
-            ahead,
+            room,
             stop_receiving.clone(),
             runtime.clone(),
             config.receivers,

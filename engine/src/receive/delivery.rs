@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -13,9 +12,9 @@ use crate::handle::message::Message;
 use crate::handle::message_span::message_span;
 use crate::handle::outcome::Outcome;
 use crate::limits::MAX_VISIBILITY;
-use crate::receive::held::BodyRoom;
 use crate::receive::queue::QueueRuntime;
 use crate::receive::turn::{Fate, Turn};
+use crate::room::held::{BodyRoom, Slot};
 use crate::settle::hold::Hold;
 use crate::settle::plan::plan;
 use crate::settle::{self, AnswerHook, Request, Settlement};
@@ -40,7 +39,7 @@ impl Delivery {
     pub(crate) fn new(
         queue: Arc<QueueRuntime>,
         received: ReceivedMessage,
-        slot: Option<OwnedSemaphorePermit>,
+        slot: Option<Slot>,
         body: Option<BodyRoom>,
         called_at: Instant,
     ) -> Self {
@@ -55,7 +54,7 @@ impl Delivery {
     pub(crate) fn of_attempt(
         queue: Arc<QueueRuntime>,
         received: ReceivedMessage,
-        slot: Option<OwnedSemaphorePermit>,
+        slot: Option<Slot>,
         body: Option<BodyRoom>,
         called_at: Instant,
         first_called_at: Instant,
@@ -210,7 +209,7 @@ pub struct Ticket {
     queue: Arc<QueueRuntime>,
     /// The delivery's place among the messages the engine may hold; freed when its settlement
     /// is answered, or when it is dropped unsettled.
-    slot: Option<OwnedSemaphorePermit>,
+    slot: Option<Slot>,
     /// Its message's room among the bytes held (body and message attributes): freed when it
     /// is settled (its handler is done with the message) or dropped.
     body: Option<BodyRoom>,

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,9 +16,9 @@ use crate::health::AfterFailure;
 use crate::metrics::Action;
 use crate::receive::count::{Answered, Next, ReceiverCount};
 use crate::receive::delivery::Delivery;
-use crate::receive::held::BodyRoom;
 use crate::receive::queue::QueueRuntime;
 use crate::receive::receive_rate::{MaxReceiveRate, ReceiveRate};
+use crate::room::held::{BatchRoom, HeldRoom};
 use crate::sqs::backoff::Backoff;
 use crate::sqs::caught::caught;
 
@@ -45,19 +45,12 @@ pub(crate) struct ReceiverConfig {
 pub(crate) struct Receivers {
     pub(crate) queue: Arc<QueueRuntime>,
     pub(crate) config: ReceiverConfig,
-    /// Messages held at once (received and not yet settled): taken for a whole receive batch
-    /// before each call.
-    pub(crate) slots: Arc<Semaphore>,
-    /// Bytes of messages held (bodies and message attributes), in KiB: taken after a receive
-    /// for what it brought, while the heartbeat keeps its messages invisible.
-    pub(crate) bytes: Arc<Semaphore>,
-    /// Room for messages received and not yet handed out (the prefetch).
-    pub(crate) ahead: Arc<Semaphore>,
+    /// The messages the consumer may hold, their bytes and the prefetch: a receive batch's
+    /// room taken before each call, its messages' bytes after it.
+    pub(crate) room: Arc<HeldRoom>,
     pub(crate) stop: CancellationToken,
     pub(crate) tasks: TaskTracker,
     pub(crate) runtime: tokio::runtime::Handle,
-    /// The most KiB one receive may take from `bytes` (all of it).
-    pub(crate) bytes_cap: u32,
     /// How many receivers run, and what decides it.
     count: Mutex<ReceiverCount>,
     /// Messages received that left the prefetch so far: counted as each is handed out, without
@@ -74,28 +67,21 @@ pub(crate) struct Receivers {
 
 impl Receivers {
     /// The receivers of `queue`, none running yet: call [`start`](Self::start).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         queue: Arc<QueueRuntime>,
         config: ReceiverConfig,
-        slots: Arc<Semaphore>,
-        bytes: Arc<Semaphore>,
-        ahead: Arc<Semaphore>,
+        room: Arc<HeldRoom>,
         stop: CancellationToken,
         runtime: tokio::runtime::Handle,
         most: usize,
     ) -> Arc<Self> {
-        let bytes_cap = u32::try_from(bytes.available_permits()).unwrap_or(u32::MAX);
         Arc::new(Self {
             queue,
             config,
-            slots,
-            bytes,
-            ahead,
+            room,
             stop,
             tasks: TaskTracker::new(),
             runtime,
-            bytes_cap,
             count: Mutex::new(ReceiverCount::new(config.max_messages, most)),
             taken: AtomicU64::new(0),
             finish_polls: AtomicBool::new(false),
@@ -159,7 +145,7 @@ impl Receivers {
     pub(crate) fn left_prefetch(&self, count: usize) {
         self.taken.fetch_add(count as u64, Ordering::Relaxed);
         self.queue.metrics.prefetched(-(count as f64));
-        self.ahead.add_permits(count);
+        self.room.left_prefetch(count);
     }
 
     /// A taker found nothing received and waits for a receive until the guard is dropped.
@@ -203,13 +189,14 @@ impl Receivers {
 /// One receiver: receives until `stop` is cancelled, the dispatcher goes away, or a receive
 /// that brought less than a full batch ends it (see [`Receivers`]).
 ///
-/// Before each call it takes room for `max_messages` from `ahead`, the messages that may wait
-/// received and not yet handed out (the prefetch), and from `slots`, the messages the engine
-/// may hold at once (handed out and unsettled, or waiting), so it never receives more than can
-/// start soon: while either is full, it waits instead of polling. After the call, the messages
-/// it brought take their size (bodies and message attributes) from `bytes`: made deliveries
-/// first, so that the heartbeat keeps them invisible however long they wait for that room. The
-/// room in `ahead` of the messages received is given back as the consumer hands them out.
+/// Before each call it takes room for `max_messages` in the prefetch (the messages that may
+/// wait received and not yet handed out) and among the messages the consumer may hold at once
+/// (handed out and unsettled, or waiting), so it never receives more than can start soon:
+/// while either is full, it waits instead of polling (see [`Room`](crate::room::state::Room)).
+/// After the call, the messages it brought take their size (bodies and message attributes)
+/// among the bytes held: made deliveries first, so that the heartbeat keeps them invisible
+/// however long they wait for that room. Their room in the prefetch is given back as the
+/// consumer hands them out.
 /// A failed receive backs off with jitter and tries again, for as long as it fails; after a
 /// transient failure, a receiver that is not the last ends instead (unless it has a FIFO
 /// attempt to retry), so that an overloaded server is not met with every receive again.
@@ -239,21 +226,10 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
             () = stop.cancelled() => return,
             () = paused.until_resumed() => {}
         }
-        let room = tokio::select! {
+        let mut room = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            room = Arc::clone(&set.ahead).acquire_many_owned(u32::from(config.max_messages)) => room,
-        };
-        let Ok(mut room) = room else {
-            return;
-        };
-        let permits = tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            permits = Arc::clone(&set.slots).acquire_many_owned(u32::from(config.max_messages)) => permits,
-        };
-        let Ok(mut permits) = permits else {
-            return;
+            room = set.room.batch() => room,
         };
         // Settlement falling behind holds receiving back (see Settler::until_not_backlogged).
         tokio::select! {
@@ -319,11 +295,11 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                         Ok(result) => {
                             queue.metrics.call(Action::ReceiveMessage, result.is_ok());
                             if let Ok(messages) = result {
-                                return_at_once(queue, messages, &mut permits, called_at);
+                                return_at_once(queue, messages, &mut room, called_at);
                             }
                         }
                         Err(_) if set.finish_polls.load(Ordering::Acquire) => {
-                            finish_aside(&set, receive, permits, called_at);
+                            finish_aside(&set, receive, room, called_at);
                         }
                         Err(_) => queue.metrics.receive_abandoned(),
                     }
@@ -332,7 +308,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 () = paused.until_paused() => {
                     // Paused: what the poll still brings goes back unhandled, and the receiver
                     // waits at the top of its loop for the resume.
-                    finish_aside(&set, receive, permits, called_at);
+                    finish_aside(&set, receive, room, called_at);
                     attempt = None;
                     if let Some(rate) = &set.rate {
                         rate.give_back(usize::from(config.max_messages), Instant::now());
@@ -370,56 +346,47 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     // have waited out its long poll.
                     set.count().answered_full(called_at.elapsed());
                 }
-                let sizes: Vec<u32> = messages
+                let sizes: Vec<usize> = messages
                     .iter()
                     .map(|message| held_kib(queue.payloads.held_bytes(message)))
                     .collect();
-                let wanted = sizes.iter().sum::<u32>().min(set.bytes_cap);
+                let wanted = sizes.iter().sum::<usize>();
                 // Deliveries first, so that the heartbeat keeps them invisible while they wait
                 // for their room below, however long that takes.
                 queue.metrics.received(messages.len());
                 let mut deliveries: Vec<Delivery> = messages
                     .into_iter()
                     .map(|message| {
-                        let slot = permits.split(1);
                         Delivery::of_attempt(
                             Arc::clone(queue),
                             message,
-                            slot,
+                            Some(room.slot()),
                             None,
                             called_at,
                             first_called_at,
                         )
                     })
                     .collect();
-                // The room not used goes back now; the rest as the deliveries are handed out.
-                drop(permits);
+                // The slots not used go back now; the prefetch's room as the deliveries are
+                // handed out.
+                room.free_slots();
                 // Their room among the bytes held: waited for with the messages in hand, so the
                 // cap may be passed by what the receives in flight bring, never by more.
-                let bytes = tokio::select! {
+                let mut bytes = tokio::select! {
                     biased;
                     () = stop.cancelled() => {
                         crate::receive::delivery::return_all(queue, deliveries);
                         return;
                     }
-                    bytes = Arc::clone(&set.bytes).acquire_many_owned(wanted) => bytes,
-                };
-                let Ok(mut bytes) = bytes else {
-                    crate::receive::delivery::return_all(queue, deliveries);
-                    return;
+                    bytes = set.room.kib(wanted) => bytes,
                 };
                 for (delivery, kib) in deliveries.iter_mut().zip(sizes) {
-                    let room = bytes
-                        .split((kib as usize).min(bytes.num_permits()))
-                        .map(|permit| BodyRoom::new(permit, Arc::clone(&queue.metrics)));
-                    delivery.hold(room);
+                    delivery.hold(bytes.body(kib));
                 }
                 drop(bytes);
                 // Bodies stored in S3 fetched, with the messages held and kept invisible.
                 let deliveries = stored::resolve(queue, deliveries).await;
-                if let Some(received) = room.split(deliveries.len()) {
-                    received.forget();
-                }
+                room.keep_ahead(deliveries.len());
                 drop(room);
                 let own = deliveries.len();
                 set.received(own);
@@ -444,7 +411,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                     own,
                     taken: set.taken.load(Ordering::Relaxed),
                     pressure: queue.pressure.marks(),
-                    room: set.ahead.available_permits() / usize::from(config.max_messages).max(1),
+                    room: set.room.ahead_batches(),
                     could_take: queue.capacity.per_second(),
                     rate_cap: set.rate.as_ref().map(ReceiveRate::per_second),
                     stopping: stop.is_cancelled(),
@@ -455,7 +422,7 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
                 }
             }
             Err(failure) => {
-                drop(permits);
+                drop(room);
                 if failure.is_transient() {
                     queue.pressure.mark();
                 }
@@ -505,8 +472,8 @@ impl Drop for TakerWaiting {
 }
 
 /// The room a message of `bytes` takes among the bytes held, in KiB (at least one).
-fn held_kib(bytes: usize) -> u32 {
-    u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)
+fn held_kib(bytes: usize) -> usize {
+    bytes.div_ceil(1024).max(1)
 }
 
 /// A fresh `ReceiveRequestAttemptId`: 32 random hexadecimal digits (SQS takes up to 128
@@ -519,7 +486,7 @@ fn attempt_id() -> String {
 fn return_at_once(
     queue: &Arc<QueueRuntime>,
     messages: Vec<crate::api::ReceivedMessage>,
-    permits: &mut tokio::sync::OwnedSemaphorePermit,
+    room: &mut BatchRoom,
     called_at: Instant,
 ) {
     if messages.is_empty() {
@@ -530,7 +497,7 @@ fn return_at_once(
         let delivery = Delivery::new(
             Arc::clone(queue),
             message,
-            permits.split(1),
+            Some(room.slot()),
             None,
             called_at,
         );
@@ -546,16 +513,18 @@ fn finish_aside(
     receive: impl Future<Output = Result<Vec<crate::api::ReceivedMessage>, crate::api::CallError>>
     + Send
     + 'static,
-    mut permits: tokio::sync::OwnedSemaphorePermit,
+    mut room: BatchRoom,
     called_at: Instant,
 ) {
     let queue = Arc::clone(&set.queue);
+    // What it brings never waits to be handed out.
+    room.free_ahead();
     set.aside.spawn_on(
         async move {
             let result = receive.await;
             queue.metrics.call(Action::ReceiveMessage, result.is_ok());
             if let Ok(messages) = result {
-                return_at_once(&queue, messages, &mut permits, called_at);
+                return_at_once(&queue, messages, &mut room, called_at);
             }
         },
         &set.runtime,

@@ -32,6 +32,7 @@ use crate::error::SettleError;
 use crate::handle::outcome::Outcome;
 use crate::health::Call;
 use crate::metrics::Action;
+use crate::room::held::Slot;
 use crate::sqs::batch::drive::{Driven, Due, drive};
 use crate::sqs::lane::Lane;
 use crate::sqs::per_entry::{BatchCall, EntryAnswer, send_per_entry};
@@ -57,7 +58,7 @@ pub(crate) struct Request {
     pub(crate) visible_until: Instant,
     /// The delivery's place among the messages the engine may hold: kept until SQS answers,
     /// so settlements waiting for a slow SQS hold back the receivers.
-    pub(crate) slot: Option<OwnedSemaphorePermit>,
+    pub(crate) slot: Option<Slot>,
     /// Told the answer once it is recorded.
     pub(crate) on_answer: Option<AnswerHook>,
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,7 @@ use crate::error::SettleError;
 use crate::handle::outcome::Outcome;
 use crate::health::HealthCells;
 use crate::metrics::QueueMetrics;
+use crate::room::held::Slot;
 use crate::sqs::backoff::Backoff;
 use crate::sqs::pressure::Pressure;
 use crate::sqs::round_trip::{LoadedRoundTrip, RoundTrip};
@@ -42,7 +43,7 @@ pub(crate) struct Completion {
     /// Until when the message is known to stay invisible; an answer after it is late.
     pub(super) visible_until: Instant,
     /// Freed with the answer (see [`Request::slot`](super::Request::slot)).
-    pub(super) _slot: Option<OwnedSemaphorePermit>,
+    pub(super) _slot: Option<Slot>,
 }
 
 /// The settlement side of one queue: its state behind one lock, the driver's wake-up, and what
