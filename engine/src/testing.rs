@@ -76,7 +76,6 @@ pub(crate) use defect::defect_on;
 pub use defect::{Defect, DefectGuard, inject_defect};
 pub use depth::{QueueDepth, queue_depth};
 #[cfg(feature = "ruststream")]
-pub(crate) use harness::{Counted, Watch};
 pub use in_process::{InProcessSqs, QueueCounts};
 pub use journal::{Applied, Change};
 #[cfg(feature = "ruststream")]

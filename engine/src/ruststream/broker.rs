@@ -343,31 +343,12 @@ impl ConnectedSqsBroker {
         };
         // In process, the queue is watched before its receivers start, so that nothing they
         // receive escapes the harness's count, and the subscription receives as itself.
-        #[cfg(feature = "testing")]
         let watch = self.core.watch(&queue_name(&queue.queue));
-        let builder = Engine::builder();
-        #[cfg(feature = "testing")]
-        let builder = match watch.as_ref().and_then(|watch| {
-            Some(
-                watch
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_ref()?
-                    .reader(),
-            )
-        }) {
-            Some(reader) => builder.api(reader),
-            None => builder,
+        let builder = match &watch {
+            Some((reader, _)) => Engine::builder().api(Arc::clone(reader)),
+            None => Engine::builder().api(Arc::clone(&self.core.api)),
         };
-        #[cfg(not(feature = "testing"))]
-        let with_api = false;
-        #[cfg(feature = "testing")]
-        let with_api = watch.is_some();
-        let builder = if with_api {
-            builder
-        } else {
-            builder.api(Arc::clone(&self.core.api))
-        };
+        let watch = watch.map(|(_, watch)| watch);
         let mut builder = builder
             .queue(queue_name(&queue.queue).into_owned())
             .receivers(queue.receivers)
@@ -416,9 +397,7 @@ impl ConnectedSqsBroker {
             .unwrap_or_else(PoisonError::into_inner)
             .push(consumer.handle());
         let subscriber = SqsSubscriber::new(consumer, Arc::clone(&self.core), queue.batch_window);
-        #[cfg(feature = "testing")]
-        let subscriber = subscriber.watching(watch);
-        Ok(subscriber)
+        Ok(subscriber.watching(watch))
     }
 }
 
@@ -457,7 +436,6 @@ impl ConnectedBroker for ConnectedSqsBroker {
         )
         .await;
         // The subscriptions no longer receive: in process, nor do they hold the queue.
-        #[cfg(feature = "testing")]
         self.core.end_watches();
         info!("sqs broker shut down");
         Ok(())

@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use super::harness::{Harness, Held};
 use crate::api::SqsApi;
 use crate::publish::{Publisher, Services};
 use crate::receive::consumer::ConsumerHandle;
@@ -38,13 +39,15 @@ pub(crate) struct Core {
     /// Where bodies too large for SQS go, when the broker was given a bucket's client.
     #[cfg(feature = "s3")]
     pub(crate) large_payloads: Option<Arc<crate::LargePayloads>>,
-    /// The in-process SQS the broker runs on, when the test harness connected it.
-    #[cfg(feature = "testing")]
-    pub(crate) in_process: Option<crate::testing::InProcessSqs>,
+    /// The test harness, when the framework's test mode connected the broker in process.
+    pub(crate) harness: Option<Arc<dyn Harness>>,
     /// In process, the subscriptions' watches, ended by the shutdown (see [`Core::watch`]).
-    #[cfg(feature = "testing")]
-    watches: Mutex<Vec<std::sync::Weak<Mutex<Option<crate::testing::Watch>>>>>,
+    watches: Mutex<Vec<Weak<Watched>>>,
 }
+
+/// A subscription's watch on its queue, in process: taken out by the shutdown, or dropped with
+/// the subscriber.
+pub(crate) type Watched = Mutex<Option<Held>>;
 
 impl Core {
     /// The redrive policy declared on the bare queue name `name`, if any.
@@ -72,9 +75,7 @@ impl Core {
             consumers: Mutex::new(Vec::new()),
             #[cfg(feature = "s3")]
             large_payloads: None,
-            #[cfg(feature = "testing")]
-            in_process: None,
-            #[cfg(feature = "testing")]
+            harness: None,
             watches: Mutex::new(Vec::new()),
         }
     }
@@ -82,33 +83,24 @@ impl Core {
     /// In process, watches `queue` for a subscription: until the subscriber is dropped or the
     /// broker shut down, whichever comes first. A subscription whose receivers the shutdown
     /// stopped no longer receives, as on SQS: the queue's next subscription (on a new
-    /// connection) gets its messages, a delivery requeued after the shutdown included.
-    #[cfg(feature = "testing")]
-    pub(super) fn watch(&self, queue: &str) -> Option<Arc<Mutex<Option<crate::testing::Watch>>>> {
-        let watch = Arc::new(Mutex::new(Some(self.in_process.as_ref()?.watch(queue))));
+    /// connection) gets its messages, a delivery requeued after the shutdown included. Returns
+    /// the SQS the subscription receives through, and its watch.
+    pub(super) fn watch(&self, queue: &str) -> Option<(Arc<dyn SqsApi>, Arc<Watched>)> {
+        let (reader, watch) = self.harness.as_ref()?.watch(queue);
+        let watch = Arc::new(Mutex::new(Some(watch)));
         self.watches
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .push(Arc::downgrade(&watch));
-        Some(watch)
+        Some((reader, watch))
     }
 
     /// In process, ends the watches of the subscriptions still held.
-    #[cfg(feature = "testing")]
     pub(super) fn end_watches(&self) {
-        let watches = std::mem::take(
-            &mut *self
-                .watches
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        for watch in watches.iter().filter_map(std::sync::Weak::upgrade) {
-            drop(
-                watch
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .take(),
-            );
+        let watches =
+            std::mem::take(&mut *self.watches.lock().unwrap_or_else(PoisonError::into_inner));
+        for watch in watches.iter().filter_map(Weak::upgrade) {
+            drop(watch.lock().unwrap_or_else(PoisonError::into_inner).take());
         }
     }
 
@@ -119,11 +111,7 @@ impl Core {
     /// Whether a settlement resolves with SQS's answer rather than once it is queued: when asked for, and in process, where the test harness counts a delivery
     /// until SQS answered its settlement.
     pub(crate) fn confirms_settlements(&self) -> bool {
-        #[cfg(feature = "testing")]
-        if self.in_process.is_some() {
-            return true;
-        }
-        self.confirm_settlements
+        self.harness.is_some() || self.confirm_settlements
     }
 
     /// What each subscription's consumer has done so far.

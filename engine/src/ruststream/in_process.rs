@@ -32,9 +32,11 @@ use ::ruststream::{OutgoingMessage, RawMessage};
 use super::broker::SqsBroker;
 use super::connection::{ConnectedSqsBroker, Core};
 use super::error::SqsError;
+use super::harness::{Harness, Held};
 use super::message::decode;
 use super::publish::SqsPublisher;
 use super::queue::queue_name;
+use crate::api::SqsApi;
 use crate::publish::Services;
 use crate::testing::{InProcessSqs, Observer};
 
@@ -49,9 +51,9 @@ thread_local! {
 }
 
 /// The harness's coordinator, as the double's observer.
-struct Harness(Coordinator);
+struct Coordinated(Coordinator);
 
-impl Observer for Harness {
+impl Observer for Coordinated {
     fn enqueued(&self) {
         self.0.enqueued();
     }
@@ -62,6 +64,27 @@ impl Observer for Harness {
 
     fn wake_after(&self, delay: Duration, wake: Box<dyn FnOnce() + Send>) {
         self.0.schedule_redelivery(delay, wake);
+    }
+}
+
+impl Harness for InProcessSqs {
+    fn watch(&self, queue: &str) -> (Arc<dyn SqsApi>, Held) {
+        let watch = InProcessSqs::watch(self, queue);
+        (Arc::new(watch.reader()), Box::new(watch))
+    }
+
+    fn claim(&self, message_id: &str, receive_count: u32) -> Option<Held> {
+        InProcessSqs::claim(self, message_id, receive_count)
+            .map(|counted| Box::new(counted) as Held)
+    }
+
+    #[cfg(feature = "sns")]
+    fn subscribe_to_topic(&self, topic: &str, queue: &str) -> Result<(), String> {
+        InProcessSqs::subscribe_to_topic(self, topic, queue).map_err(|error| error.to_string())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -89,7 +112,7 @@ impl InProcess for SqsBroker {
             sns: Some(Arc::new(sqs.clone())),
         };
         let mut core = Core::new(services, runtime);
-        core.in_process = Some(sqs);
+        core.harness = Some(Arc::new(sqs));
         let connected = ConnectedSqsBroker {
             core: Arc::new(core),
             create_if_missing: self.create_if_missing,
@@ -100,8 +123,17 @@ impl InProcess for SqsBroker {
 }
 
 impl ConnectedSqsBroker {
+    /// The in-process SQS the broker runs on, when the harness connected it so.
+    fn in_process_sqs(&self) -> Option<&InProcessSqs> {
+        self.core
+            .harness
+            .as_ref()?
+            .as_any()
+            .downcast_ref::<InProcessSqs>()
+    }
+
     fn in_process(&self) -> &InProcessSqs {
-        self.core.in_process.as_ref().unwrap_or_else(|| {
+        self.in_process_sqs().unwrap_or_else(|| {
             panic!("the broker is connected to SQS, not in process: the harness drives it live")
         })
     }
@@ -110,8 +142,8 @@ impl ConnectedSqsBroker {
 impl TestableBroker for ConnectedSqsBroker {
     fn install_coordinator(&self, coordinator: Coordinator) {
         // Live, SQS itself holds the messages and the harness waits on the subscriptions.
-        if let Some(sqs) = &self.core.in_process {
-            sqs.observe(Arc::new(Harness(coordinator)));
+        if let Some(sqs) = self.in_process_sqs() {
+            sqs.observe(Arc::new(Coordinated(coordinator)));
         }
     }
 
@@ -144,7 +176,7 @@ impl TestableBroker for ConnectedSqsBroker {
     ///
     /// For a topic, every message published to it, as its subscribed queues received them.
     fn published(&self, name: &str) -> Vec<RawMessage> {
-        let Some(sqs) = &self.core.in_process else {
+        let Some(sqs) = self.in_process_sqs() else {
             return Vec::new();
         };
         #[cfg(feature = "sns")]

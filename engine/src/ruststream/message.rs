@@ -10,6 +10,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use tracing::{Instrument, warn};
 
 use super::connection::Core;
+use super::harness::Held;
 use super::{PARTITION_KEY_HEADER, RECEIVE_COUNT_HEADER};
 use crate::attribute::AttributeValue;
 use crate::handle::message_span::message_span;
@@ -63,8 +64,7 @@ pub struct SqsMessage {
     /// Whether a settlement resolves with SQS's answer rather than once it is queued.
     confirm: bool,
     /// In process, the harness's count of this delivery, released once it is done with.
-    #[cfg(feature = "testing")]
-    counted: Option<crate::testing::Counted>,
+    counted: Option<Held>,
 }
 
 impl std::fmt::Debug for SqsMessage {
@@ -110,11 +110,10 @@ impl SqsMessage {
         );
         let confirm = core.confirms_settlements();
         // Only the test harness's in-process SQS counts deliveries.
-        #[cfg(feature = "testing")]
         let counted = core
-            .in_process
+            .harness
             .as_ref()
-            .and_then(|sqs| sqs.claim(ticket.message_id(), ticket.receive_count()));
+            .and_then(|harness| harness.claim(ticket.message_id(), ticket.receive_count()));
         Self {
             ticket,
             payload,
@@ -122,7 +121,6 @@ impl SqsMessage {
             decode_error,
             span,
             confirm,
-            #[cfg(feature = "testing")]
             counted,
         }
     }
@@ -138,7 +136,6 @@ impl SqsMessage {
     fn settle(self, outcome: Outcome) -> impl Future<Output = Result<(), AckError>> + Send {
         // In process, the delivery counts until SQS answered its settlement (the settlement is
         // confirmed there).
-        #[cfg(feature = "testing")]
         let counted = self.counted;
         // The delivery holds its queue's settlement open, so the entry is sent even while the
         // broker shuts down.
@@ -156,7 +153,6 @@ impl SqsMessage {
             }
         };
         async move {
-            #[cfg(feature = "testing")]
             let _counted = counted;
             match answer {
                 Answer::Queued => Ok(()),

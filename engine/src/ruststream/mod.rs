@@ -98,6 +98,7 @@ mod describe;
 mod error;
 #[cfg(feature = "sns")]
 mod fan_out;
+mod harness;
 #[cfg(feature = "testing")]
 mod in_process;
 mod message;

@@ -60,7 +60,7 @@ const _: () = assert!(crate::limits::MAX_BATCH_ENTRIES <= MAX_PUBLISH_ENTRIES);
 #[must_use]
 pub struct SnsPublish {
     group_id: Option<String>,
-    #[cfg(feature = "testing")]
+    /// The queues named by `fans_out_to` (feature `testing`).
     fan_out: Vec<String>,
 }
 
@@ -99,7 +99,6 @@ impl PublishPolicy<ConnectedSqsBroker> for SnsPublish {
         std::future::ready(paired_core(connected).map(|core| SnsPublisher {
             core,
             group_id: self.group_id,
-            #[cfg(feature = "testing")]
             fan_out: self.fan_out,
         }))
     }
@@ -123,7 +122,6 @@ impl PublishPolicy<ConnectedSqsBroker> for SnsPublish {
 pub struct SnsPublisher {
     core: Arc<Core>,
     group_id: Option<String>,
-    #[cfg(feature = "testing")]
     fan_out: Vec<String>,
 }
 
@@ -141,7 +139,6 @@ impl ConnectedSqsBroker {
         SnsPublisher {
             core: Arc::clone(self.core()),
             group_id: None,
-            #[cfg(feature = "testing")]
             fan_out: Vec::new(),
         }
     }
@@ -160,7 +157,6 @@ impl SnsPublisher {
             return Err(SqsError::NotConnected);
         }
         let topic = topic_name(destination).into_owned();
-        #[cfg(feature = "testing")]
         self.declare_fan_out(destination, &topic)?;
         let message = OutgoingEntry {
             destination,
@@ -183,11 +179,11 @@ impl SnsPublisher {
 
     /// Makes the queues the policy named subscribers of `topic`: for the harness's routing,
     /// and in process as the operator's subscription.
-    #[cfg(feature = "testing")]
     fn declare_fan_out(&self, destination: &str, topic: &str) -> Result<(), SqsError> {
         for queue in &self.fan_out {
-            if let Some(sqs) = &self.core.in_process {
-                sqs.subscribe_to_topic(topic, &super::queue::queue_name(queue))
+            if let Some(harness) = &self.core.harness {
+                harness
+                    .subscribe_to_topic(topic, &super::queue::queue_name(queue))
                     .map_err(|error| SqsError::Refused {
                         destination: destination.to_owned(),
                         reason: format!("the topic cannot deliver to `{queue}`: {error}"),

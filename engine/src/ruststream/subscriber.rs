@@ -9,7 +9,7 @@ use ::ruststream::{BatchSubscriber, Subscriber};
 use futures::Stream;
 use tracing::warn;
 
-use super::connection::Core;
+use super::connection::{Core, Watched};
 use super::error::SqsError;
 use super::message::SqsMessage;
 use crate::limits::MAX_BATCH_ENTRIES;
@@ -28,8 +28,7 @@ pub struct SqsSubscriber {
     /// In process, the queue is watched by the test harness while the subscription lives
     /// and the broker is connected (see [`Core::watch`]). Declared after `consumer`, so it
     /// ends after the consumer returned what it held.
-    #[cfg(feature = "testing")]
-    watch: Option<Arc<std::sync::Mutex<Option<crate::testing::Watch>>>>,
+    watch: Option<Arc<Watched>>,
 }
 
 impl std::fmt::Debug for SqsSubscriber {
@@ -47,16 +46,12 @@ impl SqsSubscriber {
             core,
             batch_window,
             warned_clamp: AtomicBool::new(false),
-            #[cfg(feature = "testing")]
             watch: None,
         }
     }
 
-    #[cfg(feature = "testing")]
-    pub(crate) fn watching(
-        mut self,
-        watch: Option<Arc<std::sync::Mutex<Option<crate::testing::Watch>>>>,
-    ) -> Self {
+    /// The subscription's watch, in process.
+    pub(crate) fn watching(mut self, watch: Option<Arc<Watched>>) -> Self {
         self.watch = watch;
         self
     }
