@@ -186,33 +186,30 @@ pub(crate) fn is_throttling_code(code: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::CallErrorKind::{self, *};
+
+    /// The kinds, in three parts: retried, never retried because nothing on the caller's side
+    /// mends them, and neither.
+    const TRANSIENT: [CallErrorKind; 3] = [Throttled, Server, Network];
+    const PERMANENT: [CallErrorKind; 4] = [QueueNotFound, AccessDenied, KmsRefused, Unsupported];
+    const NEITHER: [CallErrorKind; 2] = [Invalid, Other];
 
     #[test]
     fn only_throttling_server_and_network_calls_are_retried() {
-        use CallErrorKind::*;
-        for kind in [Throttled, Server, Network] {
+        for kind in TRANSIENT {
             assert!(kind.is_transient(), "{kind:?}");
         }
-        for kind in [
-            QueueNotFound,
-            AccessDenied,
-            KmsRefused,
-            Unsupported,
-            Invalid,
-            Other,
-        ] {
+        for kind in PERMANENT.into_iter().chain(NEITHER) {
             assert!(!kind.is_transient(), "{kind:?}");
         }
     }
 
     #[test]
     fn a_missing_queue_and_refused_credentials_key_or_call_are_permanent_and_never_transient() {
-        use CallErrorKind::*;
-        for kind in [QueueNotFound, AccessDenied, KmsRefused, Unsupported] {
+        for kind in PERMANENT {
             assert!(kind.is_permanent() && !kind.is_transient(), "{kind:?}");
         }
-        for kind in [Throttled, Server, Network, Invalid, Other] {
+        for kind in TRANSIENT.into_iter().chain(NEITHER) {
             assert!(!kind.is_permanent(), "{kind:?}");
         }
     }
