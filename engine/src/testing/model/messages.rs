@@ -89,6 +89,17 @@ enum Outcome {
     Held,
 }
 
+/// The terms of one receive, the same for every message it hands out.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    /// When the receive is made.
+    now: Instant,
+    /// Until when a message handed out stays in flight.
+    deadline: Instant,
+    /// The wall-clock time of the receive, for a message's first receive.
+    now_millis: u64,
+}
+
 /// The messages of one queue; `M` is what a front keeps of each (body, attributes, digests).
 #[derive(Debug)]
 pub struct Messages<M> {
@@ -229,15 +240,20 @@ impl<M: Clone> Messages<M> {
         out: &mut Vec<Received<M>>,
     ) {
         self.release_due(now);
+        let lease = Lease {
+            now,
+            deadline,
+            now_millis,
+        };
         if self.groups.is_some() {
-            self.receive_fifo(now, deadline, now_millis, max, out);
+            self.receive_fifo(&lease, max, out);
             return;
         }
         while out.len() < max {
             let Some(seq) = self.visible.first().copied() else {
                 break;
             };
-            if self.hand_out(seq, now, deadline, now_millis, out) == Outcome::Held {
+            if self.hand_out(seq, &lease, out) == Outcome::Held {
                 // Not visible after all: the index is out of step; drop the number.
                 self.visible.remove(&seq);
             }
@@ -246,14 +262,7 @@ impl<M: Clone> Messages<M> {
 
     /// A FIFO queue's receive: the groups with no message in flight, oldest first message
     /// first, each handing out its consecutive visible messages from the oldest.
-    fn receive_fifo(
-        &mut self,
-        now: Instant,
-        deadline: Instant,
-        now_millis: u64,
-        max: usize,
-        out: &mut Vec<Received<M>>,
-    ) {
+    fn receive_fifo(&mut self, lease: &Lease, max: usize, out: &mut Vec<Received<M>>) {
         let Some(groups) = self.groups.as_ref() else {
             return;
         };
@@ -265,9 +274,7 @@ impl<M: Clone> Messages<M> {
         ready.sort_unstable_by_key(|(head, _)| *head);
         for (_, name) in ready {
             for seq in self.group_pending(&name) {
-                if out.len() >= max
-                    || self.hand_out(seq, now, deadline, now_millis, out) == Outcome::Held
-                {
+                if out.len() >= max || self.hand_out(seq, lease, out) == Outcome::Held {
                     break;
                 }
             }
@@ -286,16 +293,14 @@ impl<M: Clone> Messages<M> {
             .unwrap_or_default()
     }
 
-    /// Hands out message `seq` into `out` when it is visible, in flight until `deadline`, or
+    /// Hands out message `seq` into `out` when it is visible, in flight for the `lease`, or
     /// moves it out when it spent its receives.
-    fn hand_out(
-        &mut self,
-        seq: u64,
-        now: Instant,
-        deadline: Instant,
-        now_millis: u64,
-        out: &mut Vec<Received<M>>,
-    ) -> Outcome {
+    fn hand_out(&mut self, seq: u64, lease: &Lease, out: &mut Vec<Received<M>>) -> Outcome {
+        let Lease {
+            now,
+            deadline,
+            now_millis,
+        } = *lease;
         let Some(stored) = self.messages.get_mut(&seq) else {
             return Outcome::Held;
         };
