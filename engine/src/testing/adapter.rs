@@ -22,6 +22,21 @@ impl InProcessSqs {
         }
     }
 
+    /// A batch call of `entries` entries on the queue at `queue_url`: refused as SQS refuses a
+    /// missing queue or a batch of no entries or too many, else `apply`, given the queue's name.
+    fn batch<'a>(
+        &'a self,
+        queue_url: &'a str,
+        entries: usize,
+        apply: impl FnOnce(&str) -> Result<Vec<EntryResult>, CallError> + Send + 'a,
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+        Box::pin(async move {
+            let name = self.url_of(queue_url)?;
+            check_batch(entries)?;
+            apply(&name)
+        })
+    }
+
     /// A receive by the subscription `reader` (none: any caller, which always receives).
     pub(super) fn receive_as<'a>(
         &'a self,
@@ -140,10 +155,8 @@ impl SqsApi for InProcessSqs {
         queue_url: &'a str,
         receipt_handles: &'a [&'a str],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        Box::pin(async move {
-            let name = self.url_of(queue_url)?;
-            check_batch(receipt_handles.len())?;
-            Ok(self.delete(&name, receipt_handles))
+        self.batch(queue_url, receipt_handles.len(), |name| {
+            Ok(self.delete(name, receipt_handles))
         })
     }
 
@@ -152,10 +165,8 @@ impl SqsApi for InProcessSqs {
         queue_url: &'a str,
         entries: &'a [(&'a str, u32)],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        Box::pin(async move {
-            let name = self.url_of(queue_url)?;
-            check_batch(entries.len())?;
-            Ok(self.change_visibility(&name, entries))
+        self.batch(queue_url, entries.len(), |name| {
+            Ok(self.change_visibility(name, entries))
         })
     }
 
@@ -164,10 +175,8 @@ impl SqsApi for InProcessSqs {
         queue_url: &'a str,
         entries: &'a [SendEntry],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        Box::pin(async move {
-            let name = self.url_of(queue_url)?;
-            check_batch(entries.len())?;
-            self.send_batch(&name, entries)
+        self.batch(queue_url, entries.len(), |name| {
+            self.send_batch(name, entries)
         })
     }
 }

@@ -115,6 +115,34 @@ impl InProcessSqs {
             .unwrap_or_default()
     }
 
+    /// A `PublishBatch` to `topic_arn`: the batch refused as SNS refuses one of no entries or
+    /// too many, or too long, else each entry published.
+    fn publish_batch_now(
+        &self,
+        topic_arn: &str,
+        entries: &[SendEntry],
+    ) -> Result<Vec<EntryResult>, CallError> {
+        if entries.is_empty() || entries.len() > MAX_PUBLISH_ENTRIES {
+            return Err(invalid(
+                "TooManyEntriesInBatchRequest",
+                format!("{} entries: PublishBatch takes 1 to 10", entries.len()),
+            ));
+        }
+        let total: usize = entries.iter().map(SendEntry::size).sum();
+        if total > MAX_TOPIC_MESSAGE_BYTES {
+            return Err(invalid(
+                "BatchRequestTooLong",
+                format!("the batch is {total} bytes, over {MAX_TOPIC_MESSAGE_BYTES}"),
+            ));
+        }
+        let topic = topic_in(topic_arn);
+        let mut state = self.shared.lock();
+        Ok(entries
+            .iter()
+            .map(|entry| self.publish_locked(&mut state, topic, entry))
+            .collect())
+    }
+
     /// One entry of a `PublishBatch`: checked as SNS checks it, logged, and delivered to
     /// every subscribed queue.
     fn publish_locked(&self, state: &mut State, topic: &str, entry: &SendEntry) -> EntryResult {
@@ -192,27 +220,7 @@ impl SnsApi for InProcessSqs {
         topic_arn: &'a str,
         entries: &'a [SendEntry],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        Box::pin(async move {
-            if entries.is_empty() || entries.len() > MAX_PUBLISH_ENTRIES {
-                return Err(invalid(
-                    "TooManyEntriesInBatchRequest",
-                    format!("{} entries: PublishBatch takes 1 to 10", entries.len()),
-                ));
-            }
-            let total: usize = entries.iter().map(SendEntry::size).sum();
-            if total > MAX_TOPIC_MESSAGE_BYTES {
-                return Err(invalid(
-                    "BatchRequestTooLong",
-                    format!("the batch is {total} bytes, over {MAX_TOPIC_MESSAGE_BYTES}"),
-                ));
-            }
-            let topic = topic_in(topic_arn);
-            let mut state = self.shared.lock();
-            Ok(entries
-                .iter()
-                .map(|entry| self.publish_locked(&mut state, topic, entry))
-                .collect())
-        })
+        Box::pin(async move { self.publish_batch_now(topic_arn, entries) })
     }
 
     fn subscribe_queue<'a>(
