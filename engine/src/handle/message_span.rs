@@ -7,17 +7,30 @@ use tracing::field::Empty;
 
 use crate::handle::message::{Message, TRACE_HEADER_ATTRIBUTE};
 
+/// An INFO span `$name` of OpenTelemetry's consumer kind, processing what came from `$queue`:
+/// the messaging fields both spans carry, then `$fields`. (A macro: a span's fields are fixed
+/// where it is made.)
+macro_rules! consumer_span {
+    ($name:literal, $queue:expr, $($fields:tt)*) => {
+        tracing::info_span!(
+            $name,
+            otel.name = Empty,
+            otel.kind = "consumer",
+            messaging.system = "aws_sqs",
+            messaging.operation.type = "process",
+            messaging.destination.name = $queue,
+            $($fields)*
+        )
+    };
+}
+
 /// The span a message's handler runs in, with the message's trace context as fields (the
 /// `AWSTraceHeader` system attribute and a `traceparent` message attribute) and, with the
 /// `opentelemetry` feature, as its parent.
 pub(crate) fn message_span(queue: &str, message: &Message) -> tracing::Span {
-    let span = tracing::info_span!(
+    let span = consumer_span!(
         "message",
-        otel.name = Empty,
-        otel.kind = "consumer",
-        messaging.system = "aws_sqs",
-        messaging.operation.type = "process",
-        messaging.destination.name = queue,
+        queue,
         messaging.message.id = message.id(),
         messaging.sqs.receive_count = message.receive_count(),
         messaging.message.group_id = message.group_id(),
@@ -40,13 +53,9 @@ pub(crate) fn batch_span<'a>(
     queue: &str,
     messages: impl ExactSizeIterator<Item = &'a Message>,
 ) -> tracing::Span {
-    let span = tracing::info_span!(
+    let span = consumer_span!(
         "batch",
-        otel.name = Empty,
-        otel.kind = "consumer",
-        messaging.system = "aws_sqs",
-        messaging.operation.type = "process",
-        messaging.destination.name = queue,
+        queue,
         messaging.batch.message_count = messages.len(),
     );
     #[cfg(feature = "opentelemetry")]
