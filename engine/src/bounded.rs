@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 
-/// A newtype over `$int` that holds only `$min..=$max`, made with `new`, which refuses any
-/// other value with a [`ConfigError`] naming `$setting` and the range (`"1..=10"`). The bounds
-/// may be byte sizes (`1 MiB..=1 TiB`, and the range reads so). The lower bound may be the
-/// value of another bounded setting, named in words (`(one receive batch: ReceiveBatch)..=10`):
-/// `new` then takes that setting too, and the range reads `"at least one receive batch, at most
-/// 10"`.
+/// Newtypes, one a setting (`Name(int): "setting" in [min..=max];`), each over `$int` and
+/// holding only `$min..=$max`, made with `new`, which refuses any other value with a
+/// [`ConfigError`] naming `$setting` and the range (`"1..=10"`). The bounds may be byte sizes
+/// (`1 MiB..=1 TiB`, and the range reads so). The lower bound may be the value of another
+/// bounded setting, named in words (`(one receive batch: ReceiveBatch)..=10`): `new` then takes
+/// that setting too, and the range reads `"at least one receive batch, at most 10"`.
 macro_rules! bounded {
+    ($($(#[$doc:meta])* $name:ident($int:ty): $setting:literal in [$($range:tt)+];)+) => {
+        $(bounded!($(#[$doc])* $name($int): $setting in $($range)+);)+
+    };
     ($(#[$doc:meta])* $name:ident($int:ty): $setting:literal in $min:literal..=$max:literal) => {
         bounded!(@fixed $(#[$doc])* $name($int), $setting, $min, $max,
             concat!($min, "..=", $max));
@@ -102,54 +105,38 @@ macro_rules! unit_shift {
 
 bounded! {
     /// [`receivers`](crate::EngineBuilder::receivers): the most long-poll loops at once.
-    Receivers(usize): "receivers" in 1..=256
-}
+    Receivers(usize): "receivers" in [1..=256];
 
-bounded! {
     /// [`workers`](crate::EngineBuilder::workers): handler invocations at once.
-    Workers(usize): "workers" in 1..=100_000
-}
+    Workers(usize): "workers" in [1..=100_000];
 
-bounded! {
     /// [`Share::weight`](crate::Share::weight): a lane's share of a worker pool among the
     /// lanes of its priority.
-    PoolWeight(u32): "Share::weight" in 1..=1000
-}
+    PoolWeight(u32): "Share::weight" in [1..=1000];
 
-bounded! {
     /// [`receive_batch`](crate::EngineBuilder::receive_batch): messages asked for per receive,
     /// as many as SQS hands out in one.
-    ReceiveBatch(usize): "receive_batch" in 1..=10
-}
+    ReceiveBatch(usize): "receive_batch" in [1..=10];
 
-bounded! {
     /// [`max_batches_in_flight`](crate::EngineBuilder::max_batches_in_flight): batch calls of
     /// one kind in flight at once.
-    BatchesInFlight(usize): "max_batches_in_flight" in 1..=256
-}
+    BatchesInFlight(usize): "max_batches_in_flight" in [1..=256];
 
-bounded! {
     /// [`prefetch`](crate::EngineBuilder::prefetch): messages received ahead of a free worker.
-    Prefetch(usize): "prefetch" in 0..=100_000
-}
+    Prefetch(usize): "prefetch" in [0..=100_000];
 
-bounded! {
     /// [`max_held`](crate::EngineBuilder::max_held): the most messages held at once, from one
     /// receive batch up.
-    MaxHeld(usize): "max_held" in (one receive batch: ReceiveBatch)..=1_000_000
-}
+    MaxHeld(usize): "max_held" in [(one receive batch: ReceiveBatch)..=1_000_000];
 
-bounded! {
     /// [`max_held_bytes`](crate::EngineBuilder::max_held_bytes): the most bytes of messages
     /// (bodies and message attributes) held at once.
-    MaxHeldBytes(usize): "max_held_bytes" in 1 MiB..=1 TiB
-}
+    MaxHeldBytes(usize): "max_held_bytes" in [1 MiB..=1 TiB];
 
-bounded! {
     /// [`max_attempts`](crate::EngineBuilder::max_attempts): the receives after which SQS moves
     /// a message to the dead-letter queue, the redrive policy's `maxReceiveCount`, as SQS
     /// allows it.
-    MaxReceiveCount(u32): "max_attempts" in 1..=1000
+    MaxReceiveCount(u32): "max_attempts" in [1..=1000];
 }
 
 /// A duration setting with a bound (`at most` or `at least` whole seconds), stated once: the
