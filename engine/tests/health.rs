@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqs_engine::{CallErrorKind, Error, Message, Outcome, Phase};
+use sqs_engine::{CallErrorKind, Error, Phase};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -68,14 +68,7 @@ async fn a_deleted_queue_makes_the_engine_unhealthy_and_run_return_an_error() {
     let health = engine.health();
     assert_eq!(health.snapshot().phase, Phase::Starting);
     let handled = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&handled);
-    let running = spawn_engine(engine, move |_message: Message| {
-        let counter = Arc::clone(&counter);
-        async move {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Outcome::Ack
-        }
-    });
+    let running = spawn_engine(engine, counting_acks(&handled));
 
     eventually(Duration::from_secs(30), "every message handled", || {
         handled.load(Ordering::SeqCst) == bodies.len()

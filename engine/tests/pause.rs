@@ -84,11 +84,7 @@ async fn on_localstack_nothing_is_received_while_paused_and_everything_after_the
     let pause = engine.pause_handle();
     pause.pause();
     let handled = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&handled);
-    let running = support::spawn_engine(engine, move |_message: Message| {
-        counted.fetch_add(1, Ordering::SeqCst);
-        async { Outcome::Ack }
-    });
+    let running = support::spawn_engine(engine, support::counting_acks(&handled));
     let bodies: Vec<String> = (0..5).map(|n| format!("m{n}")).collect();
     support::send(&client, &url, &bodies).await;
     // Three long polls' worth (the test builder waits 1 s a poll).

@@ -15,29 +15,18 @@ use std::time::Duration;
 
 use sqs_engine::testing::InProcessSqs;
 use sqs_engine::{
-    BoxFuture, CallError, CallErrorKind, Engine, EntryResult, Error, Message, Outcome, Phase,
-    ReceiveRequest, ReceivedMessage, SqsDecorator,
+    BoxFuture, CallError, CallErrorKind, Engine, Error, Phase, ReceiveRequest, ReceivedMessage,
+    SqsDecorator,
 };
+use sqs_engine_test_support::{Answered, counting_acks};
 
 const QUEUE: &str = "orders";
 const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
 
 /// The in-process SQS, with its deletes refused as a role without `sqs:DeleteMessage` has them
 /// refused.
-struct DeletesDenied(InProcessSqs);
-
-impl SqsDecorator for DeletesDenied {
-    type Inner = InProcessSqs;
-
-    fn inner(&self) -> &InProcessSqs {
-        &self.0
-    }
-
-    fn delete_message_batch<'a>(
-        &'a self,
-        _queue_url: &'a str,
-        _receipt_handles: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+fn deletes_denied(sqs: InProcessSqs) -> Answered<InProcessSqs> {
+    Answered::new(sqs).deletes(|_, _, _| {
         Box::pin(async {
             Err(CallError::new(
                 CallErrorKind::AccessDenied,
@@ -45,7 +34,7 @@ impl SqsDecorator for DeletesDenied {
             )
             .with_code("AccessDenied"))
         })
-    }
+    })
 }
 
 /// The in-process SQS, with its receives refused as SQS refuses them when the caller may not
@@ -118,16 +107,7 @@ async fn run_until_it_returns(api: impl sqs_engine::SqsApi, handled: Arc<AtomicU
         .expect("valid settings");
     let health = engine.health();
     let started = tokio::time::Instant::now();
-    let running = tokio::spawn(engine.run(
-        move |_message: Message| {
-            let handled = Arc::clone(&handled);
-            async move {
-                handled.fetch_add(1, Ordering::SeqCst);
-                Outcome::Ack
-            }
-        },
-        std::future::pending(),
-    ));
+    let running = tokio::spawn(engine.run(counting_acks(&handled), std::future::pending()));
     let mut unhealthy_after = None;
     let deadline = started + Duration::from_secs(600);
     while !running.is_finished() && tokio::time::Instant::now() < deadline {
@@ -156,7 +136,7 @@ async fn refused_deletes_make_the_engine_unhealthy_and_run_give_up() {
     let sqs = InProcessSqs::new();
     sqs.send(QUEUE, "never deleted").expect("sent");
     let handled = Arc::new(AtomicUsize::new(0));
-    let ended = run_until_it_returns(DeletesDenied(sqs.clone()), Arc::clone(&handled)).await;
+    let ended = run_until_it_returns(deletes_denied(sqs.clone()), Arc::clone(&handled)).await;
 
     let (failing_for, source) = ended.gave_up_on("DeleteMessageBatch", "refused delete");
     assert!(

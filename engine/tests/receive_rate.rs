@@ -29,13 +29,9 @@ async fn the_receivers_take_no_more_than_the_cap_and_hold_no_more_than_a_batch_a
         .expect("engine");
     let stats = engine.stats();
     let handled = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&handled);
     let begun = Instant::now();
     let run = tokio::spawn(engine.run(
-        move |_message: Message| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            async { Outcome::Ack }
-        },
+        support::counting_acks(&handled),
         tokio::time::sleep(Duration::from_secs(30)),
     ));
     for second in 1..=29_u32 {

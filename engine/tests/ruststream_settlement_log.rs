@@ -8,9 +8,9 @@ use std::time::Duration;
 use ruststream::ConnectedBroker;
 use sqs_engine::prelude::*;
 use sqs_engine::testing::InProcessSqs;
-use sqs_engine::{BoxFuture, CallError, EntryFailure, EntryResult, SqsDecorator};
+use sqs_engine::{EntryFailure, EntryResult};
 use sqs_engine_test_support::log_capture::FmtSpan;
-use sqs_engine_test_support::{LogCapture, TRACEPARENT, traced_entry};
+use sqs_engine_test_support::{Answered, LogCapture, TRACEPARENT, traced_entry};
 use subscription_first::first_delivery;
 
 #[path = "subscription/first.rs"]
@@ -28,20 +28,8 @@ fn text() -> String {
 }
 
 /// The in-process SQS, refusing every delete as SQS refuses a stale receipt handle.
-struct RefusingDeletes(InProcessSqs);
-
-impl SqsDecorator for RefusingDeletes {
-    type Inner = InProcessSqs;
-
-    fn inner(&self) -> &InProcessSqs {
-        &self.0
-    }
-
-    fn delete_message_batch<'a>(
-        &'a self,
-        _queue_url: &'a str,
-        receipt_handles: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+fn refusing_deletes(sqs: InProcessSqs) -> Answered<InProcessSqs> {
+    Answered::new(sqs).deletes(|_, _, receipt_handles| {
         Box::pin(async move {
             Ok(receipt_handles
                 .iter()
@@ -54,7 +42,7 @@ impl SqsDecorator for RefusingDeletes {
                 })
                 .collect())
         })
-    }
+    })
 }
 
 #[tokio::test(start_paused = true)]
@@ -91,7 +79,7 @@ async fn a_delete_sqs_refuses_after_the_ack_resolved_is_logged_with_the_message_
     let sqs = InProcessSqs::new();
     let id = sqs.send("refused", "refused").expect("sent");
     let (connected, subscriber, delivery) = first_delivery(
-        SqsBroker::new().api(RefusingDeletes(sqs)),
+        SqsBroker::new().api(refusing_deletes(sqs)),
         SqsQueue::new("refused"),
     )
     .await;

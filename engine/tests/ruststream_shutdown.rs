@@ -15,8 +15,9 @@ use std::time::Duration;
 use ruststream::{ConnectedBroker, IncomingMessage};
 use sqs_engine::prelude::*;
 use sqs_engine::testing::{Change, InProcessSqs};
-use sqs_engine::{AwsSqs, BoxFuture, CallError, EntryResult, SqsApi, SqsDecorator};
+use sqs_engine::{AwsSqs, SqsApi};
 use subscription_first::first_delivery;
+use support::Answered;
 use support::proxy::{Fault, Proxy};
 use tokio::sync::Notify;
 
@@ -81,37 +82,28 @@ async fn live_a_requeue_behind_a_silent_extension_is_applied_before_the_shutdown
 const SLOW_EXTENSION: Duration = Duration::from_secs(30);
 
 /// The in-process SQS, answering every extension (a visibility change to more than zero
-/// seconds that no handler asked for) [`SLOW_EXTENSION`] late, and telling when one is under
-/// way.
-struct SlowExtensions {
-    inner: InProcessSqs,
+/// seconds other than `retry_after_secs`, which no handler asked for) [`SLOW_EXTENSION`] late,
+/// and telling `extending` when one is under way.
+fn slow_extensions(
+    sqs: InProcessSqs,
     extending: Arc<Notify>,
     retry_after_secs: u32,
-}
-
-impl SqsDecorator for SlowExtensions {
-    type Inner = InProcessSqs;
-
-    fn inner(&self) -> &InProcessSqs {
-        &self.inner
-    }
-
-    fn change_message_visibility_batch<'a>(
-        &'a self,
-        queue_url: &'a str,
-        entries: &'a [(&'a str, u32)],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+) -> Answered<InProcessSqs> {
+    Answered::new(sqs).visibility_changes(move |inner, queue_url, entries| {
         let extension = entries
             .iter()
-            .any(|&(_, seconds)| seconds > 0 && seconds != self.retry_after_secs);
+            .any(|&(_, seconds)| seconds > 0 && seconds != retry_after_secs);
+        let extending = Arc::clone(&extending);
         Box::pin(async move {
             if extension {
-                self.extending.notify_one();
+                extending.notify_one();
                 tokio::time::sleep(SLOW_EXTENSION).await;
             }
-            SqsApi::change_message_visibility_batch(&self.inner, queue_url, entries).await
+            inner
+                .change_message_visibility_batch(queue_url, entries)
+                .await
         })
-    }
+    })
 }
 
 #[tokio::test(start_paused = true)]
@@ -120,11 +112,11 @@ async fn a_retry_after_queued_behind_a_slow_extension_is_answered_before_the_shu
     let sqs = InProcessSqs::journaled();
     sqs.send("slow-extensions", "the invoice").expect("sent");
     let extending = Arc::new(Notify::new());
-    let broker = SqsBroker::new().api(SlowExtensions {
-        inner: sqs.clone(),
-        extending: Arc::clone(&extending),
-        retry_after_secs: u32::try_from(retry_after.as_secs()).expect("seconds"),
-    });
+    let broker = SqsBroker::new().api(slow_extensions(
+        sqs.clone(),
+        Arc::clone(&extending),
+        u32::try_from(retry_after.as_secs()).expect("seconds"),
+    ));
     let queue = SqsQueue::new("slow-extensions").visibility(Duration::from_secs(300));
     let (connected, subscriber, delivery) = first_delivery(broker, queue).await;
     // The handler takes long enough for the heartbeat to extend the message, and settles

@@ -10,38 +10,21 @@
 //! Run against LocalStack: `cargo run -p sqs-engine-reliability --example slow_deletes`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use sqs_engine::{
-    AwsSqs, BoxFuture, CallError, Engine, EntryResult, Message, Outcome, SqsApi, SqsDecorator,
-};
+use sqs_engine::{AwsSqs, Engine, SqsApi};
 use sqs_engine_reliability::memory;
-use sqs_engine_test_support as sqs;
+use sqs_engine_test_support::{self as sqs, Answered};
 
-#[derive(Clone)]
-struct SlowDeletes {
-    inner: AwsSqs,
-    delay: Duration,
-}
-
-impl SqsDecorator for SlowDeletes {
-    type Inner = AwsSqs;
-
-    fn inner(&self) -> &AwsSqs {
-        &self.inner
-    }
-
-    fn delete_message_batch<'a>(
-        &'a self,
-        u: &'a str,
-        h: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
+/// `inner`, with each delete answered `delay` late.
+fn slow_deletes(inner: AwsSqs, delay: Duration) -> Answered<AwsSqs> {
+    Answered::new(inner).deletes(move |inner, queue_url, receipt_handles| {
         Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            self.inner.delete_message_batch(u, h).await
+            tokio::time::sleep(delay).await;
+            inner.delete_message_batch(queue_url, receipt_handles).await
         })
-    }
+    })
 }
 
 #[tokio::main]
@@ -52,10 +35,10 @@ async fn main() -> anyhow::Result<()> {
     let url = sqs::create_queue(&client, &name, 30).await;
     let bodies: Vec<String> = (0..20_000).map(|i| format!("p-{i}")).collect();
     sqs::send_ids(&client, &url, &bodies, 16).await;
-    let api = SlowDeletes {
-        inner: AwsSqs::from_sdk_config(&sqs::sdk_config_at(&endpoint).await),
-        delay: Duration::from_millis(1000),
-    };
+    let api = slow_deletes(
+        AwsSqs::from_sdk_config(&sqs::sdk_config_at(&endpoint).await),
+        Duration::from_millis(1000),
+    );
     let engine = Engine::builder()
         .api(api)
         .queue(name)
@@ -65,26 +48,16 @@ async fn main() -> anyhow::Result<()> {
         .wait_time(Duration::from_secs(1))
         .build()?;
     let stats = engine.stats();
-    let handled = Arc::new(AtomicU64::new(0));
-    let h = Arc::clone(&handled);
+    let handled = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(engine.run(
-        move |_m: Message| {
-            let h = Arc::clone(&h);
-            async move {
-                h.fetch_add(1, Ordering::Relaxed);
-                Outcome::Ack
-            }
-        },
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    let task = tokio::spawn(engine.run(sqs::counting_acks(&handled), async move {
+        let _ = rx.await;
+    }));
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let s = stats.snapshot();
-        let handled = handled.load(Ordering::Relaxed);
+        let handled = handled.load(Ordering::Relaxed) as u64;
         println!(
             "{:>4.1}s held {:>3} (cap 16) handled {:>6} acks answered {:>6} pending {:>6} rss {:.1} MiB",
             start.elapsed().as_secs_f64(),

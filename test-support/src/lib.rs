@@ -13,12 +13,15 @@
 //!   condition holds.
 //! - [`recording`]: an [`SqsApi`](sqs_engine::SqsApi) that records the batch calls the engine
 //!   makes and what SQS answered.
+//! - [`answered`]: an [`SqsApi`](sqs_engine::SqsApi) whose deletes or visibility changes the
+//!   test answers.
 //! - [`proxy`]: a fault-injecting HTTP proxy between the engine and LocalStack.
 //! - [`ledger`]: ledgers of processed message ids and what they say about the messages sent.
 //! - [`trace`]: a message that carries a trace context.
 //!
 //! Everything but the proxy is also at the crate's root.
 
+pub mod answered;
 pub mod ledger;
 pub mod localstack;
 pub mod log_capture;
@@ -28,6 +31,7 @@ pub mod recording;
 pub mod running;
 pub mod trace;
 
+pub use answered::Answered;
 pub use localstack::{
     DEFAULT_ENDPOINT, client, client_at, endpoint, localstack_log_path, logged_calls, read_log,
     sdk_config, sdk_config_at,
@@ -39,6 +43,7 @@ pub use queue::{
 };
 pub use recording::{BatchCall, INVALID_RECEIPT, Record, Recording};
 pub use running::{
-    Running, ack_until_handled, builder, eventually, spawn_batch_engine, spawn_engine,
+    Running, ack_until_handled, builder, counting_acks, eventually, spawn_batch_engine,
+    spawn_engine,
 };
 pub use trace::{TRACEPARENT, traced_entry};

@@ -59,6 +59,17 @@ pub fn spawn_batch_engine<H: BatchHandler>(engine: Engine, handler: H) -> Runnin
     Running { stop, task }
 }
 
+/// A handler that acknowledges every message, counting each in `handled` as it starts.
+pub fn counting_acks(
+    handled: &Arc<AtomicUsize>,
+) -> impl Fn(Message) -> std::future::Ready<Outcome> + Send + Sync + 'static {
+    let handled = Arc::clone(handled);
+    move |_message: Message| {
+        handled.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Outcome::Ack)
+    }
+}
+
 /// Runs `engine`, acknowledging every message, until the handler of the `messages`th asks it to
 /// stop as it returns; returns the engine's statistics once it stopped, and the messages
 /// handled.
