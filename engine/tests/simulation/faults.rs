@@ -16,7 +16,7 @@ use sqs_engine::{
     ReceiveRequest, ReceivedMessage, SqsApi, SqsDecorator, StatsHandle,
 };
 
-use crate::record::{Action, Answer, Event, Fault, Record};
+use crate::record::{Action, Answer, CallMade, Event, Fault, Record};
 use crate::workload::{OutageKind, Workload};
 
 /// The in-process SQS as one consumer sees it, with faults.
@@ -91,13 +91,13 @@ impl FaultySqs {
         attempt: Option<String>,
     ) -> u64 {
         let call = self.record.next_call();
-        self.record.push(Event::Call {
+        self.record.push(Event::Call(CallMade {
             consumer: self.consumer,
             call,
             action,
             entries,
             attempt,
-        });
+        }));
         call
     }
 
@@ -253,6 +253,14 @@ fn entry_answer(results: &[EntryResult]) -> Answer {
     )
 }
 
+/// The entries of a batch call (receipt handle, seconds), owned: as the record notes them, and
+/// as a late application replays them.
+fn owned<'e>(entries: impl Iterator<Item = (&'e str, u32)>) -> Vec<(String, u32)> {
+    entries
+        .map(|(handle, seconds)| (handle.to_owned(), seconds))
+        .collect()
+}
+
 impl SqsDecorator for FaultySqs {
     type Inner = InProcessSqs;
 
@@ -348,10 +356,7 @@ impl SqsDecorator for FaultySqs {
         queue_url: &'a str,
         receipt_handles: &'a [&'a str],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let entries = receipt_handles
-            .iter()
-            .map(|handle| ((*handle).to_owned(), 0))
-            .collect();
+        let entries = owned(receipt_handles.iter().map(|handle| (*handle, 0)));
         let late = {
             let sqs = self.sqs.clone();
             let url = queue_url.to_owned();
@@ -391,19 +396,13 @@ impl SqsDecorator for FaultySqs {
         queue_url: &'a str,
         entries: &'a [(&'a str, u32)],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, CallError>> {
-        let noted = entries
-            .iter()
-            .map(|(handle, seconds)| ((*handle).to_owned(), *seconds))
-            .collect();
+        let noted = owned(entries.iter().copied());
         let late = {
             let sqs = self.sqs.clone();
             let url = queue_url.to_owned();
-            let owned: Vec<(String, u32)> = entries
-                .iter()
-                .map(|(handle, seconds)| ((*handle).to_owned(), *seconds))
-                .collect();
+            let replayed = noted.clone();
             async move {
-                let entries: Vec<(&str, u32)> = owned
+                let entries: Vec<(&str, u32)> = replayed
                     .iter()
                     .map(|(handle, seconds)| (handle.as_str(), *seconds))
                     .collect();

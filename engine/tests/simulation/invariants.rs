@@ -148,25 +148,19 @@ impl Facts {
         let mut first_attempt: HashMap<&String, Duration> = HashMap::new();
         for (index, stamped) in run.events.iter().enumerate() {
             match &stamped.event {
-                Event::Call {
-                    consumer,
-                    call,
-                    action,
-                    entries,
-                    attempt,
-                } => {
-                    let at = match attempt {
+                Event::Call(made) => {
+                    let at = match &made.attempt {
                         Some(attempt) => *first_attempt.entry(attempt).or_insert(stamped.at),
                         None => stamped.at,
                     };
                     calls.insert(
-                        *call,
+                        made.call,
                         Call {
-                            consumer: *consumer,
-                            action: *action,
+                            consumer: made.consumer,
+                            action: made.action,
                             index,
                             at,
-                            entries: entries.clone(),
+                            entries: made.entries.clone(),
                             delivered: false,
                             applied: HashSet::new(),
                         },
@@ -500,12 +494,7 @@ fn fifo_order(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         }
     }
     for (index, stamped) in run.events.iter().enumerate() {
-        let Event::Started {
-            consumer,
-            message_id,
-            receive_count,
-        } = &stamped.event
-        else {
+        let Some((consumer, message_id, receive_count)) = stamped.event.started() else {
             continue;
         };
         let Some(&mine) = position.get(message_id) else {
@@ -566,11 +555,9 @@ fn held_within_capacity(run: &Run, facts: &Facts, violations: &mut Vec<String>) 
                     open[*consumer].remove(receipt);
                 }
             }
-            Event::Call {
-                consumer, entries, ..
-            } => {
-                for (receipt, _) in entries {
-                    open[*consumer].remove(receipt);
+            Event::Call(made) => {
+                for (receipt, _) in &made.entries {
+                    open[made.consumer].remove(receipt);
                 }
             }
             Event::Answered {
@@ -767,12 +754,7 @@ fn heartbeat_persists(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
         }
     }
     for stamped in &run.events {
-        let Event::Started {
-            consumer,
-            message_id,
-            receive_count,
-        } = &stamped.event
-        else {
+        let Some((consumer, message_id, receive_count)) = stamped.event.started() else {
             continue;
         };
         let plan = &run.workload.consumers[*consumer];
@@ -863,14 +845,11 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     let mut received_again: HashMap<&String, usize> = HashMap::new();
     let mut shutting_down: HashMap<usize, usize> = HashMap::new();
     for (index, stamped) in run.events.iter().enumerate() {
+        if let Some((consumer, message_id, receive_count)) = stamped.event.started() {
+            started.insert((*consumer, message_id, *receive_count));
+            continue;
+        }
         match &stamped.event {
-            Event::Started {
-                consumer,
-                message_id,
-                receive_count,
-            } => {
-                started.insert((*consumer, message_id, *receive_count));
-            }
             Event::Answered {
                 answer: Answer::Received(messages),
                 ..
@@ -894,20 +873,15 @@ fn live(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
     let mut settling: HashMap<u64, Vec<&String>> = HashMap::new();
     for (index, stamped) in run.events.iter().enumerate() {
         match &stamped.event {
-            Event::Call {
-                consumer,
-                call,
-                action,
-                entries,
-                ..
-            } => {
-                let extension = extension_seconds(run.workload.consumers[*consumer].visibility);
-                let settled = entries
+            Event::Call(made) => {
+                let extension = extension_seconds(run.workload.consumers[made.consumer].visibility);
+                let settled = made
+                    .entries
                     .iter()
-                    .filter(|(_, seconds)| *action == Action::Delete || *seconds != extension)
+                    .filter(|(_, seconds)| made.action == Action::Delete || *seconds != extension)
                     .map(|(receipt, _)| receipt)
                     .collect();
-                settling.insert(*call, settled);
+                settling.insert(made.call, settled);
                 continue;
             }
             Event::Answered {
@@ -1089,11 +1063,7 @@ fn metrics_agree(run: &Run, facts: &Facts, violations: &mut Vec<String>) {
                     answer: Answer::Received(messages),
                     ..
                 } if *c == consumer => received += messages.len() as u64,
-                Event::Call {
-                    consumer: c,
-                    action,
-                    ..
-                } if *c == consumer => match action {
+                Event::Call(made) if made.consumer == consumer => match made.action {
                     Action::Delete => calls[0] += 1,
                     Action::ChangeVisibility => calls[1] += 1,
                     Action::Receive | Action::Open => {}
@@ -1151,27 +1121,19 @@ fn each_handle_settled_as_its_handler_said(run: &Run, facts: &Facts, violations:
     let mut started: HashMap<&String, usize> = HashMap::new();
     let mut ended: HashMap<&String, (usize, End)> = HashMap::new();
     for (index, stamped) in run.events.iter().enumerate() {
-        match &stamped.event {
-            Event::Started {
-                consumer,
-                message_id,
-                receive_count,
-            } => {
-                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
-                    started.entry(receipt).or_insert(index);
-                }
+        if let Some((consumer, message_id, receive_count)) = stamped.event.started() {
+            if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
+                started.entry(receipt).or_insert(index);
             }
-            Event::Ended {
-                consumer,
-                message_id,
-                receive_count,
-                end,
-            } => {
-                if let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count) {
-                    ended.insert(receipt, (index, *end));
-                }
-            }
-            _ => {}
+        } else if let Event::Ended {
+            consumer,
+            message_id,
+            receive_count,
+            end,
+        } = &stamped.event
+            && let Some(receipt) = facts.receipt(*consumer, message_id, *receive_count)
+        {
+            ended.insert(receipt, (index, *end));
         }
     }
     let mut calls: Vec<&Call> = facts.calls.values().collect();
@@ -1307,12 +1269,7 @@ fn queue_deletion_handled(run: &Run, facts: &Facts, violations: &mut Vec<String>
             continue;
         }
         for stamped in &run.events {
-            let Event::Started {
-                consumer: c,
-                message_id,
-                receive_count,
-            } = &stamped.event
-            else {
+            let Some((c, message_id, receive_count)) = stamped.event.started() else {
                 continue;
             };
             if *c != consumer {

@@ -52,19 +52,25 @@ pub enum Answer {
     Failed(String),
 }
 
+/// A call a consumer made to SQS, as it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallMade {
+    pub consumer: usize,
+    /// The call's number.
+    pub call: u64,
+    pub action: Action,
+    /// The receipt handles of a batch call with the seconds of each visibility entry (zero for
+    /// a delete).
+    pub entries: Vec<(String, u32)>,
+    /// A FIFO receive's `ReceiveRequestAttemptId`.
+    pub attempt: Option<String>,
+}
+
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// A consumer called SQS: the receipt handles of a batch call with the seconds of each
-    /// visibility entry (zero for a delete).
-    Call {
-        consumer: usize,
-        call: u64,
-        action: Action,
-        entries: Vec<(String, u32)>,
-        /// A FIFO receive's `ReceiveRequestAttemptId`.
-        attempt: Option<String>,
-    },
+    /// A consumer called SQS.
+    Call(CallMade),
     Faulted {
         consumer: usize,
         call: u64,
@@ -128,6 +134,21 @@ pub enum Event {
         receive_count: u32,
         error: String,
     },
+}
+
+impl Event {
+    /// The consumer, message id and receive count of a handler's start, as the event holds
+    /// them; `None` for any other event.
+    pub fn started(&self) -> Option<(&usize, &String, &u32)> {
+        match self {
+            Self::Started {
+                consumer,
+                message_id,
+                receive_count,
+            } => Some((consumer, message_id, receive_count)),
+            _ => None,
+        }
+    }
 }
 
 /// An event, with when it happened.

@@ -216,13 +216,19 @@ async fn consume(
             record.push(Event::ShutdownSignalled { consumer });
         }
     };
+    let handling = Handling {
+        consumer,
+        record: record.clone(),
+        workload: Arc::clone(&workload),
+        visibility: plan.visibility,
+    };
     let result = match plan.api {
         Api::Handler => engine
-            .run(handler(consumer, &record, &workload, &plan), shutdown)
+            .run(handler(handling), shutdown)
             .await
             .map_err(|error| with_sources(&error)),
         Api::Batches => engine
-            .run_batches(batch_handler(consumer, &record, &workload, &plan), shutdown)
+            .run_batches(batch_handler(handling), shutdown)
             .await
             .map_err(|error| with_sources(&error)),
         Api::Pull => pull(consumer, engine, &record, &workload, &plan, shutdown)
@@ -300,28 +306,31 @@ pub fn shutdown_moment(
     }
 }
 
+/// What the handlers of a consumer share: whose they are, the record they write to, the
+/// workload that says what each does, and the visibility timeout its receives ask for.
+#[derive(Clone)]
+struct Handling {
+    consumer: usize,
+    record: Record,
+    workload: Arc<Workload>,
+    visibility: u32,
+}
+
 /// The handler of one message: what the workload says.
 fn handler(
-    consumer: usize,
-    record: &Record,
-    workload: &Arc<Workload>,
-    plan: &ConsumerPlan,
+    handling: Handling,
 ) -> impl Fn(Message) -> std::pin::Pin<Box<dyn Future<Output = Result<Outcome, String>> + Send>>
 + Send
 + Sync
 + 'static {
-    let record = record.clone();
-    let workload = Arc::clone(workload);
-    let visibility = plan.visibility;
     move |message: Message| {
-        let record = record.clone();
-        let workload = Arc::clone(&workload);
+        let handling = handling.clone();
         Box::pin(async move {
             let end = handle(
-                consumer,
-                &record,
-                &workload,
-                visibility,
+                handling.consumer,
+                &handling.record,
+                &handling.workload,
+                handling.visibility,
                 message.id().to_owned(),
                 message.receive_count(),
                 message.body(),
@@ -349,20 +358,18 @@ fn outcome(end: End) -> Outcome {
 /// The handler of a receive's messages together: each does what the workload says, all at
 /// once; should one of them panic, the whole batch does, and none of them is settled.
 fn batch_handler(
-    consumer: usize,
-    record: &Record,
-    workload: &Arc<Workload>,
-    plan: &ConsumerPlan,
+    handling: Handling,
 ) -> impl Fn(Vec<Message>) -> std::pin::Pin<Box<dyn Future<Output = BatchOutcome> + Send>>
 + Send
 + Sync
 + 'static {
-    let record = record.clone();
-    let workload = Arc::clone(workload);
-    let visibility = plan.visibility;
     move |messages: Vec<Message>| {
-        let record = record.clone();
-        let workload = Arc::clone(&workload);
+        let Handling {
+            consumer,
+            record,
+            workload,
+            visibility,
+        } = handling.clone();
         Box::pin(async move {
             let mut behaviours = Vec::new();
             for message in &messages {

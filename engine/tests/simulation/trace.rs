@@ -94,16 +94,13 @@ fn write_applied(
 
 fn describe(event: &Event) -> String {
     match event {
-        Event::Call {
-            consumer,
-            call,
-            action,
-            entries,
-            attempt,
-        } => match attempt {
-            Some(attempt) => format!("c{consumer} call#{call} {action:?} attempt {attempt}"),
-            None => format!("c{consumer} call#{call} {action:?} {entries:?}"),
-        },
+        Event::Call(made) => {
+            let head = format!("c{} call#{} {:?}", made.consumer, made.call, made.action);
+            match &made.attempt {
+                Some(attempt) => format!("{head} attempt {attempt}"),
+                None => format!("{head} {:?}", made.entries),
+            }
+        }
         Event::Faulted {
             consumer,
             call,
