@@ -118,6 +118,22 @@ impl Tally {
         tally.strangers = ledger.keys().filter(|id| !sent.contains(id)).count();
         tally
     }
+
+    /// Whether every message was processed exactly once: none of them `lost` (as the scenario
+    /// counts a loss) and none processed twice.
+    ///
+    /// # Errors
+    ///
+    /// Naming how many were lost, or else how many were processed twice.
+    pub fn ensure_exactly_once(&self, lost: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(lost == 0, "{lost} messages lost");
+        anyhow::ensure!(
+            self.duplicates == 0,
+            "{} messages processed twice",
+            self.duplicated
+        );
+        Ok(())
+    }
 }
 
 #[cfg(test)]
