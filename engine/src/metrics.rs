@@ -16,6 +16,7 @@
 //! | `sqs_engine_entry_retries_total` | counter | `queue`, `action` | batch entries sent again after a transient failure |
 //! | `sqs_engine_late_settlements_total` | counter | `queue` | settlements SQS applied after the message's visibility deadline |
 //! | `sqs_engine_unsettled_total` | counter | `queue` | deliveries dropped without an outcome (no call: they come back) |
+//! | `sqs_engine_lapsed_total` | counter | `queue` | messages not handed out because their visibility lapsed while they waited received (prefetched too far ahead of the workers, with the heartbeat off or failing): SQS hands them out again |
 //! | `sqs_engine_returned_for_order_total` | counter | `queue` | FIFO messages returned unhandled (visibility 0) because an earlier message of their group comes back: handling them first would break the group's order |
 //! | `sqs_engine_receives_abandoned_total` | counter | `queue` | long polls still open at shutdown, given up without an answer (not in `sqs_engine_calls_total`) |
 //! | `sqs_engine_receive_count` | histogram | `queue` | `ApproximateReceiveCount` of each delivery |
@@ -110,6 +111,7 @@ const ENTRY_RETRIES: &str = "sqs_engine_entry_retries_total";
 const LATE: &str = "sqs_engine_late_settlements_total";
 const UNSETTLED: &str = "sqs_engine_unsettled_total";
 const RETURNED_FOR_ORDER: &str = "sqs_engine_returned_for_order_total";
+const LAPSED: &str = "sqs_engine_lapsed_total";
 const EXTENSIONS: &str = "sqs_engine_heartbeat_extensions_total";
 const ABANDONED: &str = "sqs_engine_receives_abandoned_total";
 const RECEIVE_COUNT: &str = "sqs_engine_receive_count";
@@ -260,6 +262,12 @@ pub const METRICS: &[MetricInfo] = &[
         "Deliveries dropped without an outcome; they come back when their visibility lapses.",
     ),
     info(
+        LAPSED,
+        MetricKind::Counter,
+        Unit::Count,
+        "Messages not handed out because their visibility lapsed while they waited received.",
+    ),
+    info(
         RETURNED_FOR_ORDER,
         MetricKind::Counter,
         Unit::Count,
@@ -387,6 +395,7 @@ pub(crate) struct QueueMetrics {
     entry_retries: [Counter; 2],
     late: Counter,
     unsettled: Counter,
+    lapsed: Counter,
     returned_for_order: Counter,
     extensions: [Counter; 2],
     abandoned: Counter,
@@ -441,6 +450,7 @@ impl QueueMetrics {
             }),
             late: counter!(LATE, "queue" => queue.clone()),
             unsettled: counter!(UNSETTLED, "queue" => queue.clone()),
+            lapsed: counter!(LAPSED, "queue" => queue.clone()),
             returned_for_order: counter!(RETURNED_FOR_ORDER, "queue" => queue.clone()),
             extensions: RESULTS.map(|result| counter!(EXTENSIONS, "queue" => queue.clone(), "result" => result)),
             abandoned: counter!(ABANDONED, "queue" => queue.clone()),
@@ -590,6 +600,12 @@ impl QueueMetrics {
     pub(crate) fn unsettled(&self) {
         self.unsettled.increment(1);
         self.stats.unsettled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A message received was not handed out: its visibility had lapsed.
+    pub(crate) fn lapsed(&self) {
+        self.lapsed.increment(1);
+        self.stats.lapsed.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn returned_for_order(&self) {

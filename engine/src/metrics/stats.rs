@@ -16,6 +16,7 @@ pub(crate) struct StatsCells {
     pub(super) entries: [AtomicU64; 2],
     pub(super) late: AtomicU64,
     pub(super) unsettled: AtomicU64,
+    pub(super) lapsed: AtomicU64,
     pub(super) returned_for_order: AtomicU64,
     pub(super) extensions: [AtomicU64; 2],
     pub(super) last_receive: AtomicU64,
@@ -49,6 +50,7 @@ impl StatsCells {
             visibility_entries: load(&self.entries[Lane::Visibility.index()]),
             late_settlements: load(&self.late),
             unsettled: load(&self.unsettled),
+            lapsed: load(&self.lapsed),
             returned_for_order: load(&self.returned_for_order),
             extensions: pair(&self.extensions),
             at_last_receive: load(&self.last_receive),
@@ -112,6 +114,9 @@ pub struct Stats {
     pub late_settlements: u64,
     /// Deliveries dropped without an outcome.
     pub unsettled: u64,
+    /// Messages received but not handed out because their visibility lapsed while they
+    /// waited: SQS hands them out again.
+    pub lapsed: u64,
     /// FIFO messages returned unhandled because an earlier message of their group comes back.
     pub returned_for_order: u64,
     /// Visibility extensions by the heartbeat (entries, not calls).

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::runtime::Handle as RuntimeHandle;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug_span, info};
@@ -184,6 +185,10 @@ impl Consumer {
     /// On a FIFO queue, at most one delivery of each message group is out at a time: the next
     /// of a group comes once the one before is settled (see [`FifoOrder`]).
     ///
+    /// With the heartbeat off, a message that waited received for longer than the visibility
+    /// timeout is not handed out: SQS hands it out again, and a handler given it would work on
+    /// a copy another receive may hold (counted in [`Stats::lapsed`]).
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: a delivery is either returned or stays for the next call.
@@ -191,19 +196,51 @@ impl Consumer {
         if let Some(gate) = self.gate.clone() {
             return self.recv_in_turn(&gate).await;
         }
-        if self.buffered.is_empty() {
+        loop {
+            if let Some(delivery) = self.pop_buffered() {
+                return Some(delivery);
+            }
             let batch = self.next_received().await?;
             self.buffered.extend(batch);
         }
-        let delivery = self.buffered.pop_front()?;
-        self.handed_out(1);
-        Some(delivery)
+    }
+
+    /// Takes the next delivery of the receives taken in out of the prefetch, letting go of
+    /// those whose visibility lapsed while they waited (see [`Delivery::lapsed`]).
+    fn pop_buffered(&mut self) -> Option<Delivery> {
+        let now = Instant::now();
+        let mut taken = 0;
+        let mut found = None;
+        while let Some(delivery) = self.buffered.pop_front() {
+            taken += 1;
+            if delivery.lapsed(now) {
+                delivery.let_lapse();
+            } else {
+                found = Some(delivery);
+                break;
+            }
+        }
+        self.handed_out(taken);
+        found
+    }
+
+    /// The next delivery whose group's turn it is, letting go of those whose visibility lapsed
+    /// while they waited (the rest of their group then goes back).
+    fn pop_ready(gate: &Gate) -> Option<Delivery> {
+        let now = Instant::now();
+        loop {
+            let delivery = gate.pop_ready()?;
+            if !delivery.lapsed(now) {
+                return Some(delivery);
+            }
+            delivery.let_lapse();
+        }
     }
 
     /// The next delivery whose group's turn it is, taking in receives meanwhile.
     async fn recv_in_turn(&mut self, gate: &Arc<Gate>) -> Option<Delivery> {
         loop {
-            if let Some(delivery) = gate.pop_ready() {
+            if let Some(delivery) = Self::pop_ready(gate) {
                 return Some(delivery);
             }
             if self.rx_done {
@@ -262,11 +299,9 @@ impl Consumer {
     /// whose group's turn it is), without waiting.
     pub(crate) fn try_recv_buffered(&mut self) -> Option<Delivery> {
         if let Some(gate) = &self.gate {
-            return gate.pop_ready();
+            return Self::pop_ready(gate);
         }
-        let delivery = self.buffered.pop_front()?;
-        self.handed_out(1);
-        Some(delivery)
+        self.pop_buffered()
     }
 
     /// Whether a delivery can be handed out without waiting for a receive (on a FIFO queue,
@@ -292,20 +327,35 @@ impl Consumer {
         if let Some(gate) = self.gate.clone() {
             let mut batch = vec![self.recv_in_turn(&gate).await?];
             while batch.len() < max
-                && let Some(delivery) = gate.pop_ready()
+                && let Some(delivery) = Self::pop_ready(&gate)
             {
                 batch.push(delivery);
             }
             return Some(batch);
         }
-        if self.buffered.is_empty() {
-            let batch = self.next_received().await?;
-            self.buffered.extend(batch);
+        loop {
+            if self.buffered.is_empty() {
+                let batch = self.next_received().await?;
+                self.buffered.extend(batch);
+            }
+            let now = Instant::now();
+            let mut taken = 0;
+            let mut batch = Vec::with_capacity(max.min(self.buffered.len()));
+            while batch.len() < max
+                && let Some(delivery) = self.buffered.pop_front()
+            {
+                taken += 1;
+                if delivery.lapsed(now) {
+                    delivery.let_lapse();
+                } else {
+                    batch.push(delivery);
+                }
+            }
+            self.handed_out(taken);
+            if !batch.is_empty() {
+                return Some(batch);
+            }
         }
-        let take = max.min(self.buffered.len());
-        let batch: Vec<Delivery> = self.buffered.drain(..take).collect();
-        self.handed_out(batch.len());
-        Some(batch)
     }
 
     /// Stops receiving, and returns every message received but not handed out (visibility 0),

@@ -81,12 +81,15 @@ impl Delivery {
         );
         let group = queue_fifo_group(&queue, &message);
         let hold = Hold::new(&queue.settler.holds);
+        // SQS started the visibility timeout by its answer, which is now.
+        let lapses_at = Instant::now() + Duration::from_secs(u64::from(queue.visibility_timeout));
         let ticket = Ticket {
             receipt,
             message_id,
             receive_count: message.receive_count(),
             window_end,
             visible_until,
+            lapses_at,
             heartbeat,
             queue,
             slot,
@@ -104,6 +107,27 @@ impl Delivery {
     /// freed as `body` of [`new`](Self::new) would be.
     pub(crate) fn hold(&mut self, room: Option<BodyRoom>) {
         self.ticket.body = room;
+    }
+
+    /// Whether the message's visibility has lapsed for sure by `now` while it waited to be
+    /// handed out: a visibility timeout after its receive's answer, with the heartbeat off
+    /// (on, the heartbeat keeps it invisible). SQS hands such a message out again: a handler
+    /// given it would work on a copy another receive may hold, with a receipt handle that may
+    /// no longer settle it.
+    pub(crate) fn lapsed(&self, now: Instant) -> bool {
+        self.ticket.heartbeat.is_none() && now >= self.ticket.lapses_at
+    }
+
+    /// Lets go of a message whose visibility lapsed before it was handed out (see
+    /// [`lapsed`](Self::lapsed)): no call, and counted apart from the deliveries dropped
+    /// unsettled.
+    pub(crate) fn let_lapse(mut self) {
+        let queue = &self.ticket.queue;
+        debug!(queue = %queue.name, message_id = %self.ticket.message_id, "the message's visibility lapsed before it was handed out; SQS hands it out again");
+        queue.metrics.lapsed();
+        queue.metrics.in_flight(-1.0);
+        // Not settled, but let go knowingly: the drop counts it no further.
+        self.ticket.settled = true;
     }
 
     /// Gives the delivery its FIFO group's turn: settling it passes the turn on.
@@ -204,6 +228,9 @@ pub struct Ticket {
     window_end: Instant,
     /// Until when the message is known to stay invisible, as of the receive.
     visible_until: Instant,
+    /// When the message is visible again for sure unless extended: a visibility timeout after
+    /// the receive's answer.
+    lapses_at: Instant,
     /// The delivery's key in the heartbeat's schedule.
     heartbeat: Option<u64>,
     queue: Arc<QueueRuntime>,

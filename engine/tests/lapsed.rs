@@ -1,0 +1,91 @@
+//! A message that waited received for longer than its visibility timeout, with the heartbeat
+//! off, is not handed out: SQS hands it out again. Handed out anyway, every message a slow
+//! worker took from a full prefetch would be a stale copy whose delete deletes nothing, and the
+//! queue would never drain.
+//!
+//! Runs on the in-process SQS (a test double on tokio's clock) with a paused clock: the
+//! minutes it takes cost no real time. The double applies a delete by a stale receipt handle as
+//! SQS documents it (it succeeds and deletes nothing), which `stale_receipt.rs` pins against
+//! LocalStack's own answer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqs_engine::testing::InProcessSqs;
+use sqs_engine::{Engine, Message, Outcome};
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heartbeat() {
+    // Ten messages a receive, one worker taking a second each, a 3 s visibility timeout and
+    // no heartbeat: by the time the worker reaches the fourth message of a receive, the rest
+    // are visible again.
+    let sqs = InProcessSqs::new();
+    let queue = "lapsing";
+    for n in 0..20 {
+        sqs.send(queue, &format!("m{n}")).expect("sent");
+    }
+    let engine = Engine::builder()
+        .api(sqs.clone())
+        .queue(queue)
+        .receivers(1)
+        .workers(1)
+        .prefetch(10)
+        .visibility_timeout(Duration::from_secs(3))
+        .heartbeat(false)
+        .build()
+        .expect("engine");
+    let handled: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let seen = Arc::clone(&handled);
+    let drained = {
+        let sqs = sqs.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let counts = sqs.counts(queue);
+                if counts.visible + counts.in_flight + counts.delayed == 0 {
+                    return;
+                }
+            }
+        }
+    };
+    let stats = engine
+        .run(
+            move |message: Message| {
+                *seen
+                    .lock()
+                    .expect("handled")
+                    .entry(message.body().to_owned())
+                    .or_default() += 1;
+                async move {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Outcome::Ack
+                }
+            },
+            async {
+                tokio::select! {
+                    () = drained => {}
+                    () = tokio::time::sleep(Duration::from_secs(600)) => {}
+                }
+            },
+        )
+        .await
+        .expect("runs");
+    let handled = handled.lock().expect("handled").clone();
+    let counts = sqs.counts(queue);
+    assert_eq!(
+        counts.visible + counts.in_flight,
+        0,
+        "the queue drained in 10 minutes: {counts:?}, handled {handled:?}, {stats:?}"
+    );
+    assert_eq!(handled.len(), 20, "every message was handled: {handled:?}");
+    assert!(
+        stats.lapsed > 0,
+        "messages lapsed in the prefetch and were let go: {stats:?}"
+    );
+    assert_eq!(
+        stats.acked.ok,
+        handled.values().map(|times| u64::from(*times)).sum::<u64>(),
+        "every message handed out was acknowledged: {stats:?}"
+    );
+}
