@@ -99,12 +99,15 @@ const MOVING_SEEDS: u64 = 2_000;
 /// broker consumer let go of unsettled at its shutdown, counted as still held (the record
 /// did not say it was let go); the same for a broker handler cut short at the shutdown
 /// timeout; a broker consumer's settlement queued behind an extension in flight, which its
-/// shutdown returned before sending (it waited a grace for the holders and the calls alike).
-const FOUND_SEEDS: [u64; 4] = [
+/// shutdown returned before sending (it waited a grace for the holders and the calls alike);
+/// a slow worker behind a full prefetch without the heartbeat, handed only messages whose
+/// visibility had lapsed, so that its deletes deleted nothing and the queue never drained.
+const FOUND_SEEDS: [u64; 5] = [
     22_629_059_519_805,
     40_186_987_611_450,
     191_946_119_160_485,
     243_313_177_555_809,
+    79_032_630_541_643,
 ];
 
 /// Where the moving seeds start: `SIM_MOVING_START`, else derived from the commit under test
