@@ -75,7 +75,6 @@ mod topic;
 pub(crate) use defect::defect_on;
 pub use defect::{Defect, DefectGuard, inject_defect};
 pub use depth::{QueueDepth, queue_depth};
-#[cfg(feature = "ruststream")]
 pub use in_process::{InProcessSqs, QueueCounts};
 pub use journal::{Applied, Change};
 #[cfg(feature = "ruststream")]
