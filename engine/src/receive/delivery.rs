@@ -81,8 +81,10 @@ impl Delivery {
         );
         let group = queue_fifo_group(&queue, &message);
         let hold = Hold::new(&queue.settler.holds);
-        // SQS started the visibility timeout by its answer, which is now.
-        let lapses_at = Instant::now() + Duration::from_secs(u64::from(queue.visibility_timeout));
+        // SQS started the visibility timeout by its answer, which is now. A timeout of zero
+        // hides nothing: the caller takes the copies that brings, and none lapses.
+        let lapses_at = (queue.visibility_timeout > 0)
+            .then(|| Instant::now() + Duration::from_secs(u64::from(queue.visibility_timeout)));
         let ticket = Ticket {
             receipt,
             message_id,
@@ -111,11 +113,12 @@ impl Delivery {
 
     /// Whether the message's visibility has lapsed for sure by `now` while it waited to be
     /// handed out: a visibility timeout after its receive's answer, with the heartbeat off
-    /// (on, the heartbeat keeps it invisible). SQS hands such a message out again: a handler
-    /// given it would work on a copy another receive may hold, with a receipt handle that may
-    /// no longer settle it.
+    /// (on, the heartbeat keeps it invisible) and a timeout above zero (zero hides nothing:
+    /// whoever chose it takes the copies it brings). SQS hands such a message out again: a
+    /// handler given it would work on a copy another receive may hold, with a receipt handle
+    /// that may no longer settle it.
     pub(crate) fn lapsed(&self, now: Instant) -> bool {
-        self.ticket.heartbeat.is_none() && now >= self.ticket.lapses_at
+        self.ticket.heartbeat.is_none() && self.ticket.lapses_at.is_some_and(|at| now >= at)
     }
 
     /// Lets go of a message whose visibility lapsed before it was handed out (see
@@ -229,8 +232,8 @@ pub struct Ticket {
     /// Until when the message is known to stay invisible, as of the receive.
     visible_until: Instant,
     /// When the message is visible again for sure unless extended: a visibility timeout after
-    /// the receive's answer.
-    lapses_at: Instant,
+    /// the receive's answer; `None` with a timeout of zero.
+    lapses_at: Option<Instant>,
     /// The delivery's key in the heartbeat's schedule.
     heartbeat: Option<u64>,
     queue: Arc<QueueRuntime>,
