@@ -71,6 +71,8 @@ mod store;
 mod tests;
 #[cfg(feature = "sns")]
 mod topic;
+#[cfg(test)]
+pub(crate) mod unit;
 
 pub(crate) use defect::defect_on;
 pub use defect::{Defect, DefectGuard, inject_defect};

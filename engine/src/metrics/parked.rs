@@ -240,7 +240,6 @@ mod tests {
     #[cfg(feature = "testing")]
     #[tokio::test(start_paused = true)]
     async fn a_consumer_counts_a_message_it_returned_with_a_delay_as_parked_not_held() {
-        use crate::Engine;
         use crate::testing::InProcessSqs;
 
         let recorder = DebuggingRecorder::new();
@@ -263,15 +262,9 @@ mod tests {
 
         let sqs = InProcessSqs::new();
         sqs.send("parked-orders", "later").expect("sent");
-        let mut consumer = Engine::builder()
-            .api(sqs.clone())
-            .queue("parked-orders")
-            .heartbeat(false)
-            .build()
-            .expect("engine")
-            .consumer()
-            .await
-            .expect("consumer");
+        let mut consumer =
+            crate::testing::unit::consumer(&sqs, "parked-orders", |engine| engine.heartbeat(false))
+                .await;
         let delivery = consumer.recv().await.expect("the message");
         delivery
             .settle(Outcome::RetryAfter(Duration::from_secs(30)))

@@ -545,8 +545,8 @@ async fn drain_once_released(settler: Arc<settle::Settler>, receivers: Arc<Recei
 mod tests {
     use std::time::Duration;
 
+    use crate::Outcome;
     use crate::testing::InProcessSqs;
-    use crate::{Engine, Outcome};
 
     /// Lets the consumer's tasks run until they wait for room; no timer is involved.
     async fn settle_down() {
@@ -561,18 +561,14 @@ mod tests {
         for n in 0..50 {
             sqs.send("orders", &format!("message {n}")).expect("sent");
         }
-        let mut consumer = Engine::builder()
-            .api(sqs.clone())
-            .queue("orders")
-            .receivers(2)
-            .workers(1_000)
-            .prefetch(10)
-            .heartbeat(false)
-            .build()
-            .expect("engine")
-            .consumer()
-            .await
-            .expect("consumer");
+        let mut consumer = crate::testing::unit::consumer(&sqs, "orders", |engine| {
+            engine
+                .receivers(2)
+                .workers(1_000)
+                .prefetch(10)
+                .heartbeat(false)
+        })
+        .await;
         settle_down().await;
         assert_eq!(
             sqs.counts("orders").in_flight,

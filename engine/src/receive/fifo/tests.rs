@@ -16,6 +16,14 @@ use crate::{Engine, Message, Outcome};
 
 const QUEUE: &str = "orders.fifo";
 
+/// A consumer of [`QUEUE`] with one receiver, set further by `configure`.
+async fn consumer(
+    sqs: &InProcessSqs,
+    configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
+) -> crate::Consumer {
+    crate::testing::unit::consumer(sqs, QUEUE, |engine| configure(engine.receivers(1))).await
+}
+
 fn send(sqs: &InProcessSqs, group: &str, seq: usize) {
     sqs.send_entry(
         QUEUE,
@@ -259,15 +267,7 @@ async fn the_pull_consumer_hands_out_one_delivery_of_a_group_at_a_time() {
         send(&sqs, "a", seq);
         send(&sqs, "b", seq);
     }
-    let mut consumer = Engine::builder()
-        .api(sqs.clone())
-        .queue(QUEUE)
-        .receivers(1)
-        .build()
-        .expect("engine")
-        .consumer()
-        .await
-        .expect("consumer");
+    let mut consumer = consumer(&sqs, |engine| engine).await;
     let first = consumer.recv().await.expect("a:0");
     let second = consumer.recv().await.expect("b:0");
     assert_eq!(parse(first.message()), ("a".to_owned(), 0));
@@ -300,17 +300,12 @@ async fn a_delete_answered_after_the_deadline_does_not_start_the_next_of_the_gro
     for seq in 0..2 {
         send(&sqs, "a", seq);
     }
-    let mut consumer = Engine::builder()
-        .api(sqs.clone())
-        .queue(QUEUE)
-        .receivers(1)
-        .heartbeat(false)
-        .visibility_timeout(Duration::from_secs(2))
-        .build()
-        .expect("engine")
-        .consumer()
-        .await
-        .expect("consumer");
+    let mut consumer = consumer(&sqs, |engine| {
+        engine
+            .heartbeat(false)
+            .visibility_timeout(Duration::from_secs(2))
+    })
+    .await;
     let first = consumer.recv().await.expect("a:0");
     assert_eq!(parse(first.message()), ("a".to_owned(), 0));
     let handle = consumer.handle();
