@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use ruststream::{Broker, ConnectedBroker, Subscriber};
 use sqs_engine::prelude::*;
-use subscription::{binary_body_and_headers, message, next, queue, quiet};
+use subscription::{binary_body_and_headers, connect_live, end, message, next, queue, quiet};
 use support::Recording;
 
 async fn connect(recording: &Recording) -> ConnectedSqsBroker {
@@ -125,9 +125,7 @@ async fn a_binary_body_and_headers_arrive_as_sent_with_the_receive_count() {
     assert_eq!(again.redelivery_count(), Some(2));
     assert_eq!(again.headers().get_str(RECEIVE_COUNT_HEADER), Some("2"));
     again.ack().await.expect("ack");
-    drop(stream);
-    drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    end!(stream, subscriber, connected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,9 +253,7 @@ async fn a_fifo_queue_takes_groups_and_drops_a_second_send_with_the_same_dedupli
         "in order, the duplicate dropped"
     );
     quiet(&mut stream, "no third delivery").await;
-    drop(stream);
-    drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    end!(stream, subscriber, connected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,9 +351,7 @@ async fn a_broker_made_from_an_sdk_config_talks_to_its_endpoint() {
     let delivery = next(&mut stream, "a delivery").await;
     assert_eq!(delivery.payload(), b"configured");
     delivery.ack().await.expect("ack");
-    drop(stream);
-    drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    end!(stream, subscriber, connected);
 }
 
 /// Receive counts seen by [`hold_the_first`], and whether its first delivery saw the second
@@ -505,9 +499,7 @@ async fn a_fifo_subscription_hands_out_one_unsettled_delivery_per_group() {
     };
     assert_eq!(of("a"), ["a:2"]);
     assert_eq!(of("b"), ["b:1", "b:2"]);
-    drop(stream);
-    drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    end!(stream, subscriber, connected);
 }
 
 // The order things are dropped or shut down in at the end of a service. These run against
@@ -517,17 +509,6 @@ async fn a_fifo_subscription_hands_out_one_unsettled_delivery_per_group() {
 
 /// The visibility timeout of the queues below: far longer than any of these tests.
 const LONG_VISIBILITY: Duration = Duration::from_secs(60);
-
-/// Connects to LocalStack with a client of the broker's own.
-async fn connect_live() -> ConnectedSqsBroker {
-    SqsBroker::new()
-        .endpoint(support::endpoint())
-        .region("us-east-1")
-        .test_credentials()
-        .connect()
-        .await
-        .expect("connect")
-}
 
 /// Waits until the queue at `url` holds `expected` (visible, in flight), within 20 s.
 async fn until_counts(url: &str, expected: (u64, u64)) {

@@ -14,7 +14,7 @@ use ruststream::testing::TestApp;
 use ruststream::{Broker, ConnectedBroker, Subscriber};
 use serde::{Deserialize, Serialize};
 use sqs_engine::prelude::*;
-use subscription::{binary_body_and_headers, message, next, queue, quiet};
+use subscription::{binary_body_and_headers, connect_live, end, message, next, queue, quiet};
 
 // ---------------------------------------------------------------------------------------------
 // In process
@@ -141,16 +141,6 @@ async fn in_process_a_queue_named_by_fans_out_to_receives_the_publish() {
 /// client's.
 static COUNTED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn connect() -> ConnectedSqsBroker {
-    SqsBroker::new()
-        .endpoint(support::endpoint())
-        .region("us-east-1")
-        .test_credentials()
-        .connect()
-        .await
-        .expect("connect")
-}
-
 async fn sns_client() -> aws_sdk_sns::Client {
     aws_sdk_sns::Client::new(&support::sdk_config().await)
 }
@@ -183,7 +173,7 @@ fn shape(delivery: &SqsMessage) -> (Vec<u8>, HashMap<String, Vec<u8>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_a_topic_publish_reaches_each_subscribed_queue_as_a_direct_publish_would() {
-    let connected = connect().await;
+    let connected = connect_live().await;
     let topic = support::unique("rs-topic");
     let (billing, shipping, direct) = (
         support::unique("rs-billing"),
@@ -305,7 +295,7 @@ async fn live_a_topic_publish_reaches_each_subscribed_queue_as_a_direct_publish_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_publishes_to_a_topic_share_publish_batch_calls_and_each_gets_its_answer() {
     let _alone = COUNTED.lock().await;
-    let connected = connect().await;
+    let connected = connect_live().await;
     let topic = support::unique("rs-batched");
     let target = support::unique("rs-batched-q");
     let mut subscriber = fed_by(
@@ -356,14 +346,12 @@ async fn live_publishes_to_a_topic_share_publish_batch_calls_and_each_gets_its_a
     for body in &bodies {
         assert!(received.contains(body), "{body} delivered");
     }
-    drop(stream);
-    drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    end!(stream, subscriber, connected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_a_fifo_topic_keeps_groups_and_deduplication_ids_on_a_fifo_queue() {
-    let connected = connect().await;
+    let connected = connect_live().await;
     let topic = format!("{}.fifo", support::unique("rs-ordered"));
     let target = format!("{}.fifo", support::unique("rs-ordered-q"));
     let mut subscriber = fed_by(&connected, &topic, &target, queue(&target)).await;
@@ -429,14 +417,12 @@ async fn live_a_fifo_topic_keeps_groups_and_deduplication_ids_on_a_fifo_queue() 
     );
     assert_eq!(by_group["odd"], ["odd 1", "odd 3", "odd 5"]);
     quiet(&mut stream, "the duplicate was dropped").await;
-    drop(stream);
-    drop(subscriber);
-    connected.shutdown().await.expect("shutdown");
+    end!(stream, subscriber, connected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_subscribing_a_missing_queue_fails_naming_the_policy() {
-    let connected = connect().await;
+    let connected = connect_live().await;
     let err = connected
         .subscribe_queue_to_topic(&support::unique("rs-topic"), &support::unique("rs-missing"))
         .await

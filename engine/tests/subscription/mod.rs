@@ -1,10 +1,13 @@
 //! What the RustStream broker's tests share: a queue created if missing, an outgoing message
-//! (and a binary one), the next delivery of a subscription's stream and its quiet.
+//! (and a binary one), a broker connected to LocalStack, the next delivery of a subscription's
+//! stream, its quiet, and the end of a test's subscription.
 
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use ruststream::{BytesMut, HeaderMap, OutgoingMessage};
+use ruststream::{Broker, BytesMut, HeaderMap, OutgoingMessage};
+use sqs_engine::ruststream::{ConnectedSqsBroker, SqsBroker};
+use sqs_engine_test_support as support;
 
 mod next;
 mod queue;
@@ -41,3 +44,35 @@ where
     let more = tokio::time::timeout(Duration::from_secs(3), stream.next()).await;
     assert!(more.is_err(), "{why}");
 }
+
+/// Connects to LocalStack with a client of the broker's own.
+///
+/// # Panics
+///
+/// When the broker cannot connect.
+pub(crate) async fn connect_live() -> ConnectedSqsBroker {
+    SqsBroker::new()
+        .endpoint(support::endpoint())
+        .region("us-east-1")
+        .test_credentials()
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Ends a test's subscription: its stream and the subscriber it borrows go, then the broker
+/// shuts down.
+///
+/// # Panics
+///
+/// When the shutdown fails.
+macro_rules! end {
+    ($stream:ident, $subscriber:ident, $connected:ident) => {
+        drop($stream);
+        drop($subscriber);
+        ruststream::ConnectedBroker::shutdown($connected)
+            .await
+            .expect("shutdown");
+    };
+}
+pub(crate) use end;
