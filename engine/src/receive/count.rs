@@ -1,8 +1,8 @@
 //! How many receivers a queue runs, as a pure state: [`ReceiverCount`] takes the receivers'
 //! events (a receive about to be made, an answer, a failure) and the takers' (waiting for a
 //! receive), with `now` and the count of messages taken so far where a rate is measured, and
-//! answers what the receiver does next. No I/O, no clock, no tasks: the receivers (`receiver.rs`) hold it under
-//! one lock and act on its answers.
+//! answers what the receiver does next. No I/O, no clock, no tasks: the receivers
+//! (`receiver.rs`) hold it under one lock and act on its answers.
 //!
 //! The policy: between one and `most` receivers run, as many as keep the workers fed. A
 //! receive that comes back full while the workers are short of messages starts more; one that
