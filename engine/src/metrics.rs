@@ -16,7 +16,7 @@
 //! | `sqs_engine_entry_retries_total` | counter | `queue`, `action` | batch entries sent again after a transient failure |
 //! | `sqs_engine_late_settlements_total` | counter | `queue` | settlements SQS applied after the message's visibility deadline |
 //! | `sqs_engine_unsettled_total` | counter | `queue` | deliveries dropped without an outcome (no call: they come back) |
-//! | `sqs_engine_lapsed_total` | counter | `queue` | messages not handed out because their visibility lapsed while they waited received (prefetched too far ahead of the workers, with the heartbeat off or failing): SQS hands them out again |
+//! | `sqs_engine_lapsed_total` | counter | `queue` | messages not handed out because their visibility lapsed while they waited received (prefetched too far ahead of the workers, with the heartbeat off): SQS hands them out again |
 //! | `sqs_engine_returned_for_order_total` | counter | `queue` | FIFO messages returned unhandled (visibility 0) because an earlier message of their group comes back: handling them first would break the group's order |
 //! | `sqs_engine_receives_abandoned_total` | counter | `queue` | long polls still open at shutdown, given up without an answer (not in `sqs_engine_calls_total`) |
 //! | `sqs_engine_receive_count` | histogram | `queue` | `ApproximateReceiveCount` of each delivery |
