@@ -7,6 +7,8 @@
 //! minutes it takes cost no real time. The double applies a delete by a stale receipt handle as
 //! SQS documents it (it succeeds and deletes nothing), which `stale_receipt.rs` pins against
 //! LocalStack's own answer.
+//!
+//! A visibility timeout of zero hides nothing, and lets nothing lapse.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -87,5 +89,47 @@ async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heart
         stats.acked.ok,
         handled.values().map(|times| u64::from(*times)).sum::<u64>(),
         "every message handed out was acknowledged: {stats:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_visibility_timeout_of_zero_lets_nothing_lapse() {
+    // A timeout of zero hides nothing: whoever chose it takes the copies it brings, and a
+    // message that waited in the prefetch is still handed out.
+    let sqs = InProcessSqs::new();
+    let queue = "unhidden";
+    for n in 0..5 {
+        sqs.send(queue, &format!("m{n}")).expect("sent");
+    }
+    let engine = Engine::builder()
+        .api(sqs.clone())
+        .queue(queue)
+        .receivers(1)
+        .workers(1)
+        .prefetch(10)
+        .visibility_timeout(Duration::ZERO)
+        .heartbeat(false)
+        .build()
+        .expect("engine");
+    let handled: Arc<Mutex<u32>> = Arc::default();
+    let seen = Arc::clone(&handled);
+    let stats = engine
+        .run(
+            move |_message: Message| {
+                *seen.lock().expect("handled") += 1;
+                async move {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Outcome::Ack
+                }
+            },
+            tokio::time::sleep(Duration::from_secs(10)),
+        )
+        .await
+        .expect("runs");
+    let handled = *handled.lock().expect("handled");
+    assert_eq!(stats.lapsed, 0, "nothing lapsed: {stats:?}");
+    assert!(
+        handled >= 5,
+        "messages that waited in the prefetch were handed out: {handled} handled, {stats:?}"
     );
 }
