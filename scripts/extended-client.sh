@@ -19,8 +19,15 @@ install() {
   if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
     return 0
   fi
-  echo "extended-client.sh: creating $venv (first time only)" >&2
+  # The tests run in parallel and each asks for the venv: one makes it while the others wait
+  # (the lock goes with this process), then they find it complete.
   mkdir -p "$cache"
+  exec 9>"$venv.lock"
+  flock 9
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
+    return 0
+  fi
+  echo "extended-client.sh: creating $venv (first time only)" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$lock"

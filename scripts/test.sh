@@ -16,6 +16,9 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   fi
 fi
 
+# The large-payload tests talk to AWS's Python extended client, in a venv of its own.
+scripts/extended-client.sh install
+
 . scripts/localstack-session.sh
 
 export SQS_ENGINE_TEST_ENDPOINT="http://127.0.0.1:$port"
