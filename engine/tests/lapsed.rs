@@ -17,6 +17,29 @@ use std::time::Duration;
 use sqs_engine::testing::InProcessSqs;
 use sqs_engine::{Engine, Message, Outcome};
 
+/// Sends `messages` messages to `queue` and builds an engine on it with one receiver, one
+/// worker, a prefetch of ten, the heartbeat off and the given visibility timeout.
+fn one_slow_worker(
+    sqs: &InProcessSqs,
+    queue: &str,
+    messages: usize,
+    visibility: Duration,
+) -> Engine {
+    for n in 0..messages {
+        sqs.send(queue, &format!("m{n}")).expect("sent");
+    }
+    Engine::builder()
+        .api(sqs.clone())
+        .queue(queue)
+        .receivers(1)
+        .workers(1)
+        .prefetch(10)
+        .visibility_timeout(visibility)
+        .heartbeat(false)
+        .build()
+        .expect("engine")
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heartbeat() {
     // Ten messages a receive, one worker taking a second each, a 3 s visibility timeout and
@@ -24,19 +47,7 @@ async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heart
     // are visible again.
     let sqs = InProcessSqs::new();
     let queue = "lapsing";
-    for n in 0..20 {
-        sqs.send(queue, &format!("m{n}")).expect("sent");
-    }
-    let engine = Engine::builder()
-        .api(sqs.clone())
-        .queue(queue)
-        .receivers(1)
-        .workers(1)
-        .prefetch(10)
-        .visibility_timeout(Duration::from_secs(3))
-        .heartbeat(false)
-        .build()
-        .expect("engine");
+    let engine = one_slow_worker(&sqs, queue, 20, Duration::from_secs(3));
     let handled: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let seen = Arc::clone(&handled);
     let drained = {
@@ -98,19 +109,7 @@ async fn a_visibility_timeout_of_zero_lets_nothing_lapse() {
     // message that waited in the prefetch is still handed out.
     let sqs = InProcessSqs::new();
     let queue = "unhidden";
-    for n in 0..5 {
-        sqs.send(queue, &format!("m{n}")).expect("sent");
-    }
-    let engine = Engine::builder()
-        .api(sqs.clone())
-        .queue(queue)
-        .receivers(1)
-        .workers(1)
-        .prefetch(10)
-        .visibility_timeout(Duration::ZERO)
-        .heartbeat(false)
-        .build()
-        .expect("engine");
+    let engine = one_slow_worker(&sqs, queue, 5, Duration::ZERO);
     let handled: Arc<Mutex<u32>> = Arc::default();
     let seen = Arc::clone(&handled);
     let stats = engine
