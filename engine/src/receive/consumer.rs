@@ -208,20 +208,30 @@ impl Consumer {
     /// Takes the next delivery of the receives taken in out of the prefetch, letting go of
     /// those whose visibility lapsed while they waited (see [`Delivery::lapsed`]).
     fn pop_buffered(&mut self) -> Option<Delivery> {
-        let now = Instant::now();
-        let mut taken = 0;
         let mut found = None;
-        while let Some(delivery) = self.buffered.pop_front() {
-            taken += 1;
+        self.take_buffered(1, |delivery| found = Some(delivery));
+        found
+    }
+
+    /// Hands up to `max` deliveries of the receives taken in to `take`, in order, letting go of
+    /// those whose visibility lapsed while they waited (see [`Delivery::lapsed`]); they leave
+    /// the prefetch either way.
+    fn take_buffered(&mut self, max: usize, mut take: impl FnMut(Delivery)) {
+        let now = Instant::now();
+        let mut left = 0;
+        let mut handed = 0;
+        while handed < max
+            && let Some(delivery) = self.buffered.pop_front()
+        {
+            left += 1;
             if delivery.lapsed(now) {
                 delivery.let_lapse();
             } else {
-                found = Some(delivery);
-                break;
+                handed += 1;
+                take(delivery);
             }
         }
-        self.handed_out(taken);
-        found
+        self.handed_out(left);
     }
 
     /// The next delivery whose group's turn it is, letting go of those whose visibility lapsed
@@ -338,20 +348,8 @@ impl Consumer {
                 let batch = self.next_received().await?;
                 self.buffered.extend(batch);
             }
-            let now = Instant::now();
-            let mut taken = 0;
             let mut batch = Vec::with_capacity(max.min(self.buffered.len()));
-            while batch.len() < max
-                && let Some(delivery) = self.buffered.pop_front()
-            {
-                taken += 1;
-                if delivery.lapsed(now) {
-                    delivery.let_lapse();
-                } else {
-                    batch.push(delivery);
-                }
-            }
-            self.handed_out(taken);
+            self.take_buffered(max, |delivery| batch.push(delivery));
             if !batch.is_empty() {
                 return Some(batch);
             }
