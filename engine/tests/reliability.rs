@@ -708,7 +708,10 @@ async fn silent_connections_are_abandoned_after_the_call_timeout_and_nothing_is_
         scenario: "5% of calls never answered",
         prefix: "silence",
         visibility_secs: 5,
-        messages: 1_000,
+        // About 300 receives and 300 delete calls: at a twentieth, each action is silenced at
+        // least once but in about one run of 5 million (a thousand messages, about 100 receives,
+        // left one run in 200 without a silenced receive).
+        messages: 3_000,
         rate: 0.05,
         faults: &[Fault::Silence],
         call_timeout: Some(Duration::from_secs(1)),
