@@ -540,11 +540,12 @@ mod tests {
             shape,
             [
                 (Embedded, L::None, Some(16), 1.0, Some(0.25), 4),
-                (Embedded, L::SQS, None, 1.0, Some(0.25), 2),
+                (Embedded, L::SQS, None, 1.0, Some(0.25), 4),
                 (Localstack, L::None, Some(16), 0.25, Some(0.3), 8),
             ],
-            "the ceiling's 16 long polls at loopback, the engine's defaults at a latency, a \
-             quarter of the slow systems' messages and twice the repetitions on LocalStack"
+            "the ceiling's 16 long polls at loopback, the engine's defaults and four runs at a \
+             latency, a quarter of the slow systems' messages and twice the repetitions on \
+             LocalStack"
         );
         let fewer = GatedRun::all(&ci_args(&["--no-latency", "--embedded-only"]));
         assert_eq!(fewer.len(), 1);
