@@ -3,12 +3,18 @@
 //! worker took from a full prefetch would be a stale copy whose delete deletes nothing, and the
 //! queue would never drain.
 //!
-//! Runs on the in-process SQS (a test double on tokio's clock) with a paused clock: the
-//! minutes it takes cost no real time. The double applies a delete by a stale receipt handle as
-//! SQS documents it (it succeeds and deletes nothing), which `stale_receipt.rs` pins against
-//! LocalStack's own answer.
+//! The first two tests run on the in-process SQS (a test double on tokio's clock) with a paused
+//! clock: the minutes they take cost no real time. The double applies a delete by a stale
+//! receipt handle as SQS documents it (it succeeds and deletes nothing), which
+//! `stale_receipt.rs` pins against LocalStack's own answer.
 //!
 //! A visibility timeout of zero hides nothing, and lets nothing lapse.
+//!
+//! The last test runs on LocalStack, in real time: a lapsed message is let go, counted, and
+//! handled when SQS hands it out again. LocalStack deletes a message even by a stale receipt
+//! handle, so the queue that never drains cannot be shown there; the rule itself can.
+
+use sqs_engine_test_support as support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -130,5 +136,83 @@ async fn a_visibility_timeout_of_zero_lets_nothing_lapse() {
     assert!(
         handled >= 5,
         "messages that waited in the prefetch were handed out: {handled} handled, {stats:?}"
+    );
+}
+
+#[tokio::test]
+async fn on_localstack_a_lapsed_message_is_let_go_counted_and_handled_when_it_comes_back() {
+    // Ten messages in one receive, one worker taking 600 ms each, a 2 s visibility timeout
+    // and no heartbeat: the worker reaches the fourth message of the receive before its
+    // visibility lapses, and the rest only after.
+    const MESSAGES: usize = 10;
+    let visibility = Duration::from_secs(2);
+    let client = support::client().await;
+    let name = support::unique("lapsing");
+    let url = support::create_queue(&client, &name, 2).await;
+    let bodies: Vec<String> = (0..MESSAGES).map(|n| format!("m{n}")).collect();
+    support::send(&client, &url, &bodies).await;
+
+    let engine = support::builder(&name)
+        .await
+        .receivers(1)
+        .workers(1)
+        .prefetch(MESSAGES)
+        .visibility_timeout(visibility)
+        .heartbeat(false)
+        .build()
+        .expect("engine");
+    let stats = engine.stats();
+    // Each handling: the body and the message's receive count.
+    let handled: Arc<Mutex<Vec<(String, u32)>>> = Arc::default();
+    let seen = Arc::clone(&handled);
+    let running = support::spawn_engine(engine, move |message: Message| {
+        seen.lock()
+            .expect("handled")
+            .push((message.body().to_owned(), message.receive_count()));
+        async move {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            Outcome::Ack
+        }
+    });
+    let distinct = |handled: &[(String, u32)]| {
+        handled
+            .iter()
+            .map(|(body, _)| body.as_str())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    let all_acked = {
+        let handled = Arc::clone(&handled);
+        move || {
+            let handled = handled.lock().expect("handled");
+            distinct(&handled) == MESSAGES && stats.snapshot().acked.ok >= handled.len() as u64
+        }
+    };
+    support::eventually(
+        Duration::from_secs(90),
+        "every message handled and acknowledged",
+        all_acked,
+    )
+    .await;
+    let stats = running.shutdown().await;
+    let handled = handled.lock().expect("handled").clone();
+
+    assert!(
+        stats.lapsed > 0,
+        "messages lapsed in the prefetch and were let go: {stats:?}"
+    );
+    assert!(
+        handled.iter().any(|(_, receives)| *receives > 1),
+        "a message let go came back and was handled: {handled:?}"
+    );
+    assert_eq!(
+        (stats.acked.ok, stats.acked.failed),
+        (handled.len() as u64, 0),
+        "every handling was acknowledged: {stats:?}"
+    );
+    assert_eq!(
+        support::counts(&client, &url).await,
+        (0, 0),
+        "the queue drained: {stats:?}, handled {handled:?}"
     );
 }
