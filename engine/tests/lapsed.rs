@@ -8,6 +8,9 @@
 //! receipt handle as SQS documents it (it succeeds and deletes nothing), which
 //! `stale_receipt.rs` pins against LocalStack's own answer.
 //!
+//! Once a handler's time is known, the receivers keep no more messages waiting than the workers
+//! start in half a visibility timeout, so that messages stop lapsing.
+//!
 //! A visibility timeout of zero hides nothing, and lets nothing lapse.
 //!
 //! The last test runs on LocalStack, in real time: a lapsed message is let go, counted, and
@@ -47,10 +50,12 @@ fn one_slow_worker(
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heartbeat() {
+async fn a_slow_worker_drains_the_queue_without_the_heartbeat_and_only_the_first_receive_lapses() {
     // Ten messages a receive, one worker taking a second each, a 3 s visibility timeout and
-    // no heartbeat: by the time the worker reaches the fourth message of a receive, the rest
-    // are visible again.
+    // no heartbeat: by the time the worker reaches the fourth message of the first receive
+    // (made before a handler's time is known), the rest are visible again. From then on the
+    // receivers keep no more messages waiting than the worker starts in half a visibility
+    // timeout.
     let sqs = InProcessSqs::new();
     let queue = "lapsing";
     let engine = one_slow_worker(&sqs, queue, 20, Duration::from_secs(3));
@@ -91,6 +96,7 @@ async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heart
         .await
         .expect("runs");
     let handled = handled.lock().expect("handled").clone();
+    println!("{stats:?}");
     let counts = sqs.counts(queue);
     assert_eq!(
         counts.visible + counts.in_flight,
@@ -101,6 +107,14 @@ async fn a_slow_worker_behind_a_full_prefetch_drains_the_queue_without_the_heart
     assert!(
         stats.lapsed > 0,
         "messages lapsed in the prefetch and were let go: {stats:?}"
+    );
+    assert!(
+        stats.lapsed <= 10,
+        "only messages of the first receive lapsed: {stats:?}"
+    );
+    assert_eq!(
+        stats.late_settlements, 0,
+        "every message handed out was settled within its visibility timeout: {stats:?}"
     );
     assert_eq!(
         stats.acked.ok,

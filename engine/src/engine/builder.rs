@@ -307,6 +307,11 @@ impl EngineBuilder {
     /// within the margin, in batch calls shared with other messages (a message falling due
     /// within a margin joins a call going out anyway), and never past 12 hours from the
     /// receive. With a visibility timeout under 2 s it stays off.
+    ///
+    /// Off (with a visibility timeout above zero), the receivers keep no more messages waiting
+    /// for a worker than the workers start in half a visibility timeout, once a handler has
+    /// ended, and a message whose visibility lapsed before a worker took it is let go
+    /// unhandled ([`Stats::lapsed`](crate::Stats::lapsed)).
     pub fn heartbeat(mut self, on: bool) -> Self {
         self.heartbeat = on;
         self

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, warn};
@@ -36,10 +37,8 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
         Dispatch::Single(_) => 1,
         Dispatch::Batch(_) => MAX_BATCH_ENTRIES,
     };
-    consumer
-        .runtime()
-        .capacity
-        .set_workers(source.workers(), per_handler);
+    let runtime = Arc::clone(consumer.runtime());
+    runtime.capacity.set_workers(source.workers(), per_handler);
 
     let stop = CancellationToken::new();
     let watcher = {
@@ -67,10 +66,18 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 let Some(Some(delivery)) = unless_stopped(&stop, consumer.recv()).await else {
                     break 'receive;
                 };
+                let waiting = runtime.capacity.wait_for_worker(1);
                 let Some(permit) = unless_stopped(&stop, source.acquire()).await else {
                     returned.push(delivery);
                     break 'receive;
                 };
+                drop(waiting);
+                // With the heartbeat off, its visibility may have lapsed while it waited for
+                // the worker: SQS hands it out again.
+                if delivery.lapsed(Instant::now()) {
+                    delivery.let_lapse();
+                    continue;
+                }
                 // The rest of the same receive batch that can start now (a free worker
                 // each) starts with it, on one task: its handlers still run concurrently
                 // and settle each on its own, but the batch stays on one thread and costs
@@ -105,10 +112,13 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 else {
                     break 'receive;
                 };
+                let waiting = runtime.capacity.wait_for_worker(batch.len());
                 let Some(permit) = unless_stopped(&stop, source.acquire()).await else {
                     returned.extend(batch);
                     break 'receive;
                 };
+                drop(waiting);
+                let batch = without_lapsed(batch);
                 let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
                     continue;
                 };
@@ -164,6 +174,23 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     // Every handler is done: no delivery is left to keep invisible.
     control.shutdown().await;
     drop(consumer);
+}
+
+/// `batch` without the deliveries whose visibility lapsed while they waited for a worker
+/// (with the heartbeat off: SQS hands them out again), which are let go.
+fn without_lapsed(batch: Vec<Delivery>) -> Vec<Delivery> {
+    let now = Instant::now();
+    batch
+        .into_iter()
+        .filter_map(|delivery| {
+            if delivery.lapsed(now) {
+                delivery.let_lapse();
+                None
+            } else {
+                Some(delivery)
+            }
+        })
+        .collect()
 }
 
 /// `future`'s output, or `None` once `stop` is cancelled (looked at first). `future` must be

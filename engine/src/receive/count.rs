@@ -144,6 +144,12 @@ impl ReceiverCount {
         self.received = self.received.saturating_add(count as u64);
     }
 
+    /// Messages received and waiting for a worker, with `taken` of them taken so far (counted
+    /// outside the state, as in [`Answered::taken`]).
+    pub(crate) fn waiting(&self, taken: u64) -> u64 {
+        self.received.saturating_sub(taken)
+    }
+
     /// A taker found nothing received and waits for a receive.
     pub(crate) fn taker_waits(&mut self) {
         self.takers_waiting += 1;

@@ -31,6 +31,10 @@ pub(crate) struct QueueRuntime {
     pub(crate) api: Arc<dyn SqsApi>,
     /// The visibility timeout each receive asks for, in seconds.
     pub(crate) visibility_timeout: u32,
+    /// With the heartbeat off and a visibility timeout above zero, the visibility timeout: how
+    /// long a received message may wait before SQS hands it out again (see
+    /// [`lapse_bound`](crate::receive::lapse_bound)). `None` otherwise.
+    pub(crate) lapse_window: Option<Duration>,
     /// The redrive policy's `maxReceiveCount` when the engine declared one: a drop at this
     /// receive count returns the message instead of deleting it.
     pub(crate) max_receive_count: Option<u32>,
@@ -143,6 +147,8 @@ impl QueueRuntime {
                 margin,
             )
         });
+        let lapse_window = (heartbeat.is_none() && visibility_timeout > 0)
+            .then(|| Duration::from_secs(u64::from(visibility_timeout)));
         let pressure = Arc::new(crate::sqs::pressure::Pressure::default());
         let settler = Arc::new(Settler::new(SettlerConfig {
             name: Arc::clone(&name),
@@ -162,6 +168,7 @@ impl QueueRuntime {
             url,
             api,
             visibility_timeout,
+            lapse_window,
             max_receive_count,
             metrics,
             settler,
@@ -174,7 +181,7 @@ impl QueueRuntime {
             warned_batch_order: std::sync::atomic::AtomicBool::new(false),
             health: options.health,
             pressure,
-            capacity: WorkerCapacity::default(),
+            capacity: WorkerCapacity::new(lapse_window.is_some()),
         };
         Ok((runtime, attributes))
     }

@@ -16,6 +16,7 @@ use crate::health::AfterFailure;
 use crate::metrics::Action;
 use crate::receive::count::{Answered, Next, ReceiverCount};
 use crate::receive::delivery::Delivery;
+use crate::receive::lapse_bound;
 use crate::receive::queue::QueueRuntime;
 use crate::receive::receive_rate::{MaxReceiveRate, ReceiveRate};
 use crate::room::held::{BatchRoom, HeldRoom};
@@ -25,6 +26,10 @@ use crate::sqs::caught::caught;
 /// How long SQS deduplicates a FIFO receive by its `ReceiveRequestAttemptId`: a retry later
 /// than this after the attempt's first call gets a new id.
 const ATTEMPT_ID_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// How long a receiver waiting for room under the lapse bound waits before it looks again,
+/// if nothing told it to sooner.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// How a receiver backs off after a failed receive: from 100 ms up to 10 s, for as long as
 /// the failures last.
@@ -146,6 +151,50 @@ impl Receivers {
         self.taken.fetch_add(count as u64, Ordering::Relaxed);
         self.queue.metrics.prefetched(-(count as f64));
         self.room.left_prefetch(count);
+        self.queue.capacity.moved();
+    }
+
+    /// How many messages a receive asks for now: a full batch, or, with the heartbeat off, the
+    /// room under what the workers start before the messages' visibility lapses, beside the
+    /// messages waiting in the prefetch and for a worker (see [`lapse_bound`]); 0 when there
+    /// is none.
+    fn to_ask(&self) -> u8 {
+        let queue = &self.queue;
+        let bound = lapse_bound::waiting_bound(queue.lapse_window, queue.capacity.per_second());
+        if bound.is_none() {
+            return self.config.max_messages;
+        }
+        let waiting = self.count().waiting(self.taken.load(Ordering::Relaxed))
+            + queue.capacity.waiting_for_worker() as u64;
+        lapse_bound::messages_to_ask(self.config.max_messages, bound, waiting)
+    }
+
+    /// Returns once a receive may ask for a message (see [`to_ask`](Self::to_ask)); `false`
+    /// when `stop` is cancelled first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it takes nothing.
+    async fn room_to_ask(&self, stop: &CancellationToken) -> bool {
+        if self.queue.lapse_window.is_none() {
+            return true;
+        }
+        loop {
+            let moved = self.queue.capacity.on_move().notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if self.to_ask() > 0 {
+                return true;
+            }
+            // Told when messages leave the prefetch or stop waiting for a worker, or a handler
+            // ends; looked at again after a while whatever happens.
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return false,
+                () = moved => {}
+                () = tokio::time::sleep(LOOK_AGAIN) => {}
+            }
+        }
     }
 
     /// A taker found nothing received and waits for a receive until the guard is dropped.
@@ -197,6 +246,9 @@ impl Receivers {
 /// among the bytes held: made deliveries first, so that the heartbeat keeps them invisible
 /// however long they wait for that room. Their room in the prefetch is given back as the
 /// consumer hands them out.
+/// With the heartbeat off, a receive asks for no more messages than keep those waiting for a
+/// worker within what the workers start before their visibility lapses, and none is made while
+/// that leaves no room (see [`lapse_bound`]).
 /// A failed receive backs off with jitter and tries again, for as long as it fails; after a
 /// transient failure, a receiver that is not the last ends instead (unless it has a FIFO
 /// attempt to retry), so that an overloaded server is not met with every receive again.
@@ -218,9 +270,14 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
     // On a FIFO queue, the attempt id of the receive under way and when its first call was
     // made: kept when a call gets no answer (it may have taken messages), so its retry gets
     // them rather than hiding them, for as long as SQS deduplicates by it.
-    let mut attempt: Option<(String, Instant)> = None;
+    let mut attempt: Option<(String, Instant, u8)> = None;
     let mut paused = queue.paused.clone();
     loop {
+        // With the heartbeat off, no more messages waiting than the workers start before
+        // their visibility lapses.
+        if !set.room_to_ask(stop).await {
+            return;
+        }
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
@@ -256,27 +313,32 @@ async fn run(set: Arc<Receivers>, out: mpsc::Sender<Vec<Delivery>>) {
         if set.act(next, &out) == Next::End {
             return;
         }
+        // Asked again after the waits above, which may have changed it; at least one, as
+        // another receiver may have taken the room since.
+        let ask = set.to_ask().max(1);
         if queue.fifo
             && attempt
                 .as_ref()
-                .is_none_or(|(_, first)| first.elapsed() >= ATTEMPT_ID_WINDOW)
+                .is_none_or(|(_, first, _)| first.elapsed() >= ATTEMPT_ID_WINDOW)
         {
-            attempt = Some((attempt_id(), Instant::now()));
+            attempt = Some((attempt_id(), Instant::now(), ask));
         }
+        // A retry of an attempt asks for what its first call asked for.
+        let ask = attempt.as_ref().map_or(ask, |(_, _, asked)| *asked);
         // The visibility deadline is counted from before the call (a retry of an attempt
         // restarts it), the 12-hour window from before the attempt's first call, which may
         // have started it: never later than SQS's own.
         let called_at = Instant::now();
-        let first_called_at = attempt.as_ref().map_or(called_at, |(_, first)| *first);
+        let first_called_at = attempt.as_ref().map_or(called_at, |(_, first, _)| *first);
         let result = {
             // Owned, so that a poll the stop cuts short can be finished on the side.
             let mut receive = Box::pin({
                 let queue = Arc::clone(queue);
-                let attempt_id = attempt.as_ref().map(|(id, _)| id.clone());
+                let attempt_id = attempt.as_ref().map(|(id, _, _)| id.clone());
                 async move {
                     let request = ReceiveRequest {
                         queue_url: &queue.url,
-                        max_messages: config.max_messages,
+                        max_messages: ask,
                         wait_time: config.wait_time,
                         visibility_timeout: queue.visibility_timeout,
                         attempt_id: attempt_id.as_deref(),

@@ -9,6 +9,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tokio::sync::Notify;
+
 use crate::sqs::round_trip::RoundTrip;
 
 /// The workers of a queue whose handlers the engine runs ([`Engine::run`] and
@@ -23,9 +25,27 @@ pub(crate) struct WorkerCapacity {
     messages_at_once: AtomicUsize,
     /// How long a handler takes, smoothed as a round trip is.
     handling: RoundTrip,
+    /// Messages taken for the handlers and waiting for a free worker (see
+    /// [`WaitingForWorker`]).
+    waiting_for_worker: AtomicUsize,
+    /// Whether the receivers bound the messages waiting by what the workers start (with the
+    /// heartbeat off): only then is [`moved`](Self::moved) told anything.
+    bounds_waiting: bool,
+    /// Told whenever a handler ends or messages stop waiting for a worker: what the receivers
+    /// bound the waiting messages by with the heartbeat off may have moved.
+    moved: Notify,
 }
 
 impl WorkerCapacity {
+    /// No workers set yet; `bounds_waiting` when the receivers bound the messages waiting by
+    /// it (see [`lapse_bound`](crate::receive::lapse_bound)).
+    pub(crate) fn new(bounds_waiting: bool) -> Self {
+        Self {
+            bounds_waiting,
+            ..Self::default()
+        }
+    }
+
     /// The engine runs up to `workers` handlers at once, each of up to `per_handler`
     /// messages.
     pub(crate) fn set_workers(&self, workers: usize, per_handler: usize) {
@@ -36,6 +56,32 @@ impl WorkerCapacity {
     /// A handler (of one message, or of a receive's messages together) took `took`.
     pub(crate) fn handled(&self, took: Duration) {
         self.handling.sample(took);
+        self.moved();
+    }
+
+    /// Told whenever a handler ends or messages stop waiting for a worker (and whenever
+    /// [`moved`](Self::moved) is called).
+    pub(crate) fn on_move(&self) -> &Notify {
+        &self.moved
+    }
+
+    /// Something the waiting messages are bounded by moved: messages left the prefetch.
+    pub(crate) fn moved(&self) {
+        if self.bounds_waiting {
+            self.moved.notify_waiters();
+        }
+    }
+
+    /// `messages` taken for the handlers wait for a free worker until the guard is dropped.
+    pub(crate) fn wait_for_worker(&self, messages: usize) -> WaitingForWorker<'_> {
+        self.waiting_for_worker
+            .fetch_add(messages, Ordering::Relaxed);
+        WaitingForWorker(self, messages)
+    }
+
+    /// Messages taken for the handlers that wait for a free worker now.
+    pub(crate) fn waiting_for_worker(&self) -> usize {
+        self.waiting_for_worker.load(Ordering::Relaxed)
     }
 
     /// Messages a second the workers could take; `None` until the workers are set and a
@@ -45,6 +91,20 @@ impl WorkerCapacity {
         let at_once = self.messages_at_once.load(Ordering::Relaxed);
         let handling = self.handling.get()?;
         (at_once > 0).then(|| at_once as f64 / handling.as_secs_f64())
+    }
+}
+
+/// Messages taken for the handlers that wait for a free worker: counted in
+/// [`WorkerCapacity::waiting_for_worker`] until dropped.
+#[derive(Debug)]
+pub(crate) struct WaitingForWorker<'a>(&'a WorkerCapacity, usize);
+
+impl Drop for WaitingForWorker<'_> {
+    fn drop(&mut self) {
+        self.0
+            .waiting_for_worker
+            .fetch_sub(self.1, Ordering::Relaxed);
+        self.0.moved();
     }
 }
 
@@ -64,5 +124,17 @@ mod tests {
         let consumers = WorkerCapacity::default();
         consumers.handled(Duration::from_millis(20));
         assert_eq!(consumers.per_second(), None, "workers never set");
+    }
+
+    #[test]
+    fn messages_wait_for_a_worker_while_their_guard_lives() {
+        let capacity = WorkerCapacity::default();
+        let one = capacity.wait_for_worker(1);
+        let batch = capacity.wait_for_worker(10);
+        assert_eq!(capacity.waiting_for_worker(), 11);
+        drop(one);
+        assert_eq!(capacity.waiting_for_worker(), 10);
+        drop(batch);
+        assert_eq!(capacity.waiting_for_worker(), 0);
     }
 }
