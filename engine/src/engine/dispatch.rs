@@ -74,10 +74,9 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                 drop(waiting);
                 // With the heartbeat off, its visibility may have lapsed while it waited for
                 // the worker: SQS hands it out again.
-                if delivery.lapsed(Instant::now()) {
-                    delivery.let_lapse();
+                let Some(delivery) = delivery.unless_lapsed(Instant::now()) else {
                     continue;
-                }
+                };
                 // The rest of the same receive batch that can start now (a free worker
                 // each) starts with it, on one task: its handlers still run concurrently
                 // and settle each on its own, but the batch stays on one thread and costs
@@ -118,7 +117,11 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
                     break 'receive;
                 };
                 drop(waiting);
-                let batch = without_lapsed(batch);
+                let now = Instant::now();
+                let batch: Vec<Delivery> = batch
+                    .into_iter()
+                    .filter_map(|delivery| delivery.unless_lapsed(now))
+                    .collect();
                 let Some(queue) = batch.first().map(|d| Arc::clone(d.queue())) else {
                     continue;
                 };
@@ -174,23 +177,6 @@ pub(super) async fn dispatch_until_shutdown<S: Handler, B: BatchHandler>(
     // Every handler is done: no delivery is left to keep invisible.
     control.shutdown().await;
     drop(consumer);
-}
-
-/// `batch` without the deliveries whose visibility lapsed while they waited for a worker
-/// (with the heartbeat off: SQS hands them out again), which are let go.
-fn without_lapsed(batch: Vec<Delivery>) -> Vec<Delivery> {
-    let now = Instant::now();
-    batch
-        .into_iter()
-        .filter_map(|delivery| {
-            if delivery.lapsed(now) {
-                delivery.let_lapse();
-                None
-            } else {
-                Some(delivery)
-            }
-        })
-        .collect()
 }
 
 /// `future`'s output, or `None` once `stop` is cancelled (looked at first). `future` must be

@@ -224,9 +224,7 @@ impl Consumer {
             && let Some(delivery) = self.buffered.pop_front()
         {
             left += 1;
-            if delivery.lapsed(now) {
-                delivery.let_lapse();
-            } else {
+            if let Some(delivery) = delivery.unless_lapsed(now) {
                 handed += 1;
                 take(delivery);
             }
@@ -239,11 +237,9 @@ impl Consumer {
     fn pop_ready(gate: &Gate) -> Option<Delivery> {
         let now = Instant::now();
         loop {
-            let delivery = gate.pop_ready()?;
-            if !delivery.lapsed(now) {
+            if let Some(delivery) = gate.pop_ready()?.unless_lapsed(now) {
                 return Some(delivery);
             }
-            delivery.let_lapse();
         }
     }
 

@@ -133,6 +133,17 @@ impl Delivery {
         self.ticket.settled = true;
     }
 
+    /// The delivery, unless its visibility lapsed by `now` (see [`lapsed`](Self::lapsed)): then
+    /// it is let go ([`let_lapse`](Self::let_lapse)) and `None` returned.
+    pub(crate) fn unless_lapsed(self, now: Instant) -> Option<Self> {
+        if self.lapsed(now) {
+            self.let_lapse();
+            None
+        } else {
+            Some(self)
+        }
+    }
+
     /// Gives the delivery its FIFO group's turn: settling it passes the turn on.
     pub(crate) fn take_turn(&mut self, turn: Turn) {
         self.ticket.turn = Some(turn);
