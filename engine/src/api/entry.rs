@@ -25,6 +25,18 @@ pub struct EntryFailure {
 }
 
 impl EntryFailure {
+    /// The failure of an entry the service's answer named neither as applied nor as failed:
+    /// transient, so the entry is sent again.
+    pub(crate) fn missing() -> Self {
+        Self {
+            code: "MissingEntryResult".into(),
+            sender_fault: false,
+            message: Some(
+                "the service listed the entry neither as successful nor as failed".into(),
+            ),
+        }
+    }
+
     /// Whether trying the same entry again may succeed.
     ///
     /// Codes that name something wrong with the entry itself (an invalid or expired receipt

@@ -21,9 +21,8 @@ use crate::metrics::CallCounts;
 use crate::queue_url::is_url;
 use crate::sqs::backoff::Backoff;
 use crate::sqs::batch::budget::{ByteBudget, Weighed};
-use crate::sqs::batch::drive::{Driven, Due, drive};
+use crate::sqs::batch::drive::{BatchCall, Driven, Due, EntryAnswer, drive, send_per_entry};
 use crate::sqs::batch::{BatchConfig, Batcher, Queued};
-use crate::sqs::per_entry::{BatchCall, EntryAnswer, send_per_entry};
 use crate::sqs::retry::retrying;
 
 /// A publish waiting for its call.

@@ -76,7 +76,7 @@ pub(crate) struct Settler {
     /// receivers to see.
     pub(super) pressure: Arc<Pressure>,
     /// The one turn a batch call that got no answer takes to be made again (see
-    /// [`BatchCall::retry_turn`](crate::sqs::per_entry::BatchCall::retry_turn)).
+    /// [`BatchCall::retry_turn`](crate::sqs::batch::drive::BatchCall::retry_turn)).
     pub(super) retry_turns: Arc<Semaphore>,
     /// What keeps the settlement open: the last hold released drains it.
     pub(crate) holds: Arc<hold::Holds>,

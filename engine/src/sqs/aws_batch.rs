@@ -94,17 +94,7 @@ pub(crate) fn align<'a>(
     }
     results
         .into_iter()
-        .map(|result| {
-            result.unwrap_or_else(|| {
-                EntryResult::Failed(EntryFailure {
-                    code: "MissingEntryResult".into(),
-                    sender_fault: false,
-                    message: Some(
-                        "SQS listed the entry neither as successful nor as failed".into(),
-                    ),
-                })
-            })
-        })
+        .map(|result| result.unwrap_or_else(|| EntryResult::Failed(EntryFailure::missing())))
         .collect()
 }
 

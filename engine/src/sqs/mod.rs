@@ -11,7 +11,6 @@ pub(crate) mod backoff;
 pub(crate) mod batch;
 pub(crate) mod caught;
 pub(crate) mod lane;
-pub(crate) mod per_entry;
 pub(crate) mod pressure;
 pub(crate) mod redrive_policy;
 pub(crate) mod retry;

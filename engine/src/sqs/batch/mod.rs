@@ -17,7 +17,8 @@
 //! flight per key on an ordered line, for settlement ([`distinct::DistinctKeys`]); a byte
 //! budget per call for publishing ([`budget::ByteBudget`]).
 //!
-//! One loop runs a batcher's state and its calls: [`drive::drive`].
+//! One driver runs a batcher's state and its calls: [`drive`], its loop and each batch's call
+//! answered entry by entry.
 
 pub(crate) mod budget;
 pub(crate) mod distinct;
