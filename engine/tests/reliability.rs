@@ -680,7 +680,10 @@ async fn a_tenth_of_the_connections_reset_loses_nothing() {
         scenario: "10% connections reset",
         prefix: "resets",
         visibility_secs: 5,
-        messages: 1_000,
+        // About 200 receives and 200 delete calls: at a tenth, each action is reset at least
+        // once but in about one run of a billion (a thousand messages, about 100 of each, left
+        // one run in 40,000 without a reset delete).
+        messages: 2_000,
         rate: 0.1,
         faults: &[Fault::Reset],
         call_timeout: None,
