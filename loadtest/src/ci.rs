@@ -76,8 +76,8 @@ pub(crate) struct CiArgs {
     /// Repetitions on the embedded server at the SQS-like latency. The broker's gate there
     /// compares two rates of about a second a run, which one pair alone reads with much noise
     /// (see `docs/benchmarks.md`, "The load test's own settings"), so it takes the median of
-    /// eight runs' ratios (even, so each order of the systems runs as often).
-    #[arg(long, default_value_t = 8)]
+    /// twelve runs' ratios (even, so each order of the systems runs as often).
+    #[arg(long, default_value_t = 12)]
     latency_repetitions: u32,
 
     /// Skip the runs at the SQS-like latency.
@@ -377,13 +377,14 @@ impl GatedRun {
             // On LocalStack the naive loop and ruststream-sqs-sns move some 250 messages a
             // second: a quarter of the count measures their rate and CPU as well, in a quarter
             // of the time. At a latency they move some 600 and 3,800 a second, and the gate
-            // does not hold them to anything there: half the count, for twice the repetitions.
+            // does not hold them to anything there: a quarter of the count, for three times the
+            // repetitions.
             slow_scale: if self.target == TargetKind::Localstack {
                 0.25
             } else if self.latency.is_none() {
                 1.0
             } else {
-                0.5
+                0.25
             },
             ..CompareArgs::default()
         }
@@ -600,12 +601,12 @@ mod tests {
             shape,
             [
                 (Embedded, L::None, Some(16), 1.0, Some(0.25), 4),
-                (Embedded, L::SQS, None, 0.5, Some(0.25), 8),
+                (Embedded, L::SQS, None, 0.25, Some(0.25), 12),
                 (Localstack, L::None, Some(16), 0.25, Some(0.3), 8),
             ],
-            "the ceiling's 16 long polls at loopback; the engine's defaults, eight runs and half \
-             the slow systems' messages at a latency; a quarter of the slow systems' messages \
-             and twice the repetitions on LocalStack"
+            "the ceiling's 16 long polls at loopback; the engine's defaults, twelve runs and a \
+             quarter of the slow systems' messages at a latency; a quarter of the slow systems' \
+             messages and twice the repetitions on LocalStack"
         );
         let fewer = GatedRun::all(&ci_args(&["--no-latency", "--embedded-only"]));
         assert_eq!(fewer.len(), 1);
