@@ -13,15 +13,15 @@
 //! - at once while draining for shutdown ([`FlushReason::Shutdown`]);
 //!
 //! and never while `max_in_flight` of its calls are in flight. What may share a call differs
-//! from one kind of call to another, and is the batcher's [`Rule`]: distinct keys, one call in
-//! flight per key on an ordered line, for settlement ([`distinct::DistinctKeys`]); a byte
-//! budget per call for publishing ([`budget::ByteBudget`]).
+//! from one kind of call to another, and is the batcher's [`Rule`]: distinct receipt handles,
+//! one call in flight per handle on an ordered lane, for settlement
+//! ([`crate::settle::coalescer`]); a byte budget per call for publishing
+//! ([`budget::ByteBudget`]).
 //!
 //! One driver runs a batcher's state and its calls: [`drive`], its loop and each batch's call
 //! answered entry by entry.
 
 pub(crate) mod budget;
-pub(crate) mod distinct;
 pub(crate) mod drive;
 mod reason;
 mod rule;
