@@ -3,7 +3,9 @@
 //!
 //! Every metric is described once, with its unit, in [`describe`]; the handles of a queue are
 //! registered once when it opens, so nothing on the per-message path builds a label or
-//! allocates.
+//! allocates. A count that [`Stats`] reports too is named once, as a `Tally`
+//! (`metrics/tally.rs`): one call counts it in its exported counter and in the engine's own
+//! cell.
 //!
 //! | metric | kind | labels | what it counts |
 //! |---|---|---|---|
@@ -36,7 +38,6 @@
 
 use std::sync::Arc;
 use std::sync::Once;
-use std::sync::atomic::Ordering;
 
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
@@ -48,85 +49,21 @@ use crate::metrics::parked::Parked;
 use crate::sqs::batch::FlushReason;
 use crate::sqs::lane::Lane;
 
+mod names;
 pub(crate) mod parked;
 mod stats;
+mod tally;
 
+pub(crate) use names::Action;
+use names::{
+    ABANDONED, BATCH_ENTRIES, BATCHES_IN_FLIGHT, CALLS, ENTRY_RETRIES, EXTENSIONS, FLUSHES,
+    HANDLER_DURATION, HANDLERS_RUNNING, HELD_BYTES, IN_FLIGHT, LAPSED, LAST_RECEIVE, LATE,
+    OLDEST_AGE, PARKED, PREFETCHED, RECEIVE_COUNT, RECEIVED, RECEIVERS_ACTIVE, REDRIVE,
+    RETURNED_FOR_ORDER, SETTLE_LATENCY, SETTLEMENTS, UNSETTLED, WORKERS,
+};
 pub(crate) use stats::StatsCells;
 pub use stats::{Count, Stats};
-
-/// The SQS actions the engine calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Action {
-    ReceiveMessage,
-    DeleteMessageBatch,
-    ChangeMessageVisibilityBatch,
-    GetQueueUrl,
-    GetQueueAttributes,
-    SetQueueAttributes,
-    CreateQueue,
-}
-
-impl Action {
-    const ALL: [Action; 7] = [
-        Action::ReceiveMessage,
-        Action::DeleteMessageBatch,
-        Action::ChangeMessageVisibilityBatch,
-        Action::GetQueueUrl,
-        Action::GetQueueAttributes,
-        Action::SetQueueAttributes,
-        Action::CreateQueue,
-    ];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Action::ReceiveMessage => "ReceiveMessage",
-            Action::DeleteMessageBatch => "DeleteMessageBatch",
-            Action::ChangeMessageVisibilityBatch => "ChangeMessageVisibilityBatch",
-            Action::GetQueueUrl => "GetQueueUrl",
-            Action::GetQueueAttributes => "GetQueueAttributes",
-            Action::SetQueueAttributes => "SetQueueAttributes",
-            Action::CreateQueue => "CreateQueue",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    pub(crate) fn of_lane(lane: Lane) -> Action {
-        match lane {
-            Lane::Delete => Action::DeleteMessageBatch,
-            Lane::Visibility => Action::ChangeMessageVisibilityBatch,
-        }
-    }
-}
-
-const CALLS: &str = "sqs_engine_calls_total";
-const RECEIVED: &str = "sqs_engine_messages_received_total";
-const SETTLEMENTS: &str = "sqs_engine_settlements_total";
-const BATCH_ENTRIES: &str = "sqs_engine_batch_entries";
-const FLUSHES: &str = "sqs_engine_flushes_total";
-const SETTLE_LATENCY: &str = "sqs_engine_settlement_latency_seconds";
-const ENTRY_RETRIES: &str = "sqs_engine_entry_retries_total";
-const LATE: &str = "sqs_engine_late_settlements_total";
-const UNSETTLED: &str = "sqs_engine_unsettled_total";
-const RETURNED_FOR_ORDER: &str = "sqs_engine_returned_for_order_total";
-const LAPSED: &str = "sqs_engine_lapsed_total";
-const EXTENSIONS: &str = "sqs_engine_heartbeat_extensions_total";
-const ABANDONED: &str = "sqs_engine_receives_abandoned_total";
-const RECEIVE_COUNT: &str = "sqs_engine_receive_count";
-const LAST_RECEIVE: &str = "sqs_engine_last_receive_deliveries_total";
-const REDRIVE: &str = "sqs_engine_redrive_returns_total";
-const IN_FLIGHT: &str = "sqs_engine_messages_in_flight";
-const PREFETCHED: &str = "sqs_engine_messages_prefetched";
-const PARKED: &str = "sqs_engine_messages_parked";
-const HANDLERS_RUNNING: &str = "sqs_engine_handlers_running";
-const WORKERS: &str = "sqs_engine_workers";
-const HANDLER_DURATION: &str = "sqs_engine_handler_duration_seconds";
-const OLDEST_AGE: &str = "sqs_engine_oldest_message_age_seconds";
-const HELD_BYTES: &str = "sqs_engine_messages_held_bytes";
-const RECEIVERS_ACTIVE: &str = "sqs_engine_receivers_active";
-const BATCHES_IN_FLIGHT: &str = "sqs_engine_settle_batches_in_flight";
+use tally::{TALLIES, Tally};
 
 /// The calls of one publish destination (a queue's `SendMessageBatch`, a topic's
 /// `PublishBatch`), in `sqs_engine_calls_total` and `sqs_engine_batch_entries` under the
@@ -382,26 +319,16 @@ pub fn describe() {
     });
 }
 
-const RESULTS: [&str; 2] = ["ok", "error"];
-
 /// The metric handles of one queue, registered once.
 pub(crate) struct QueueMetrics {
-    calls: [[Counter; 2]; 7],
-    received: Counter,
-    settlements: [[Counter; 2]; 4],
+    /// The exported counter of each [`Tally`], by its index; the engine's cell of each is in
+    /// `stats`.
+    counts: [Counter; TALLIES],
     batch_entries: [Histogram; 2],
     flushes: [[Counter; 4]; 2],
     settle_latency: [Histogram; 2],
     entry_retries: [Counter; 2],
-    late: Counter,
-    unsettled: Counter,
-    lapsed: Counter,
-    returned_for_order: Counter,
-    extensions: [Counter; 2],
-    abandoned: Counter,
     receive_count: Histogram,
-    last_receive: Counter,
-    redrive: Counter,
     in_flight: Gauge,
     prefetched: Gauge,
     parked: Arc<Parked>,
@@ -418,22 +345,11 @@ pub(crate) struct QueueMetrics {
 impl QueueMetrics {
     pub(crate) fn new(queue: &str, stats: Arc<StatsCells>) -> Self {
         describe();
+        let counts = Tally::all().map(|tally| tally.register(queue));
         let queue = queue.to_owned();
-        let calls = Action::ALL.map(|action| {
-            RESULTS.map(|result| {
-                counter!(CALLS, "queue" => queue.clone(), "action" => action.as_str(), "result" => result)
-            })
-        });
-        let settlements = Outcome::NAMES.map(|outcome| {
-            RESULTS.map(|result| {
-                counter!(SETTLEMENTS, "queue" => queue.clone(), "outcome" => outcome, "result" => result)
-            })
-        });
         let lane_action = |lane: Lane| Action::of_lane(lane).as_str();
         Self {
-            calls,
-            received: counter!(RECEIVED, "queue" => queue.clone()),
-            settlements,
+            counts,
             batch_entries: Lane::ALL.map(|lane| {
                 histogram!(BATCH_ENTRIES, "queue" => queue.clone(), "action" => lane_action(lane))
             }),
@@ -448,15 +364,7 @@ impl QueueMetrics {
             entry_retries: Lane::ALL.map(|lane| {
                 counter!(ENTRY_RETRIES, "queue" => queue.clone(), "action" => lane_action(lane))
             }),
-            late: counter!(LATE, "queue" => queue.clone()),
-            unsettled: counter!(UNSETTLED, "queue" => queue.clone()),
-            lapsed: counter!(LAPSED, "queue" => queue.clone()),
-            returned_for_order: counter!(RETURNED_FOR_ORDER, "queue" => queue.clone()),
-            extensions: RESULTS.map(|result| counter!(EXTENSIONS, "queue" => queue.clone(), "result" => result)),
-            abandoned: counter!(ABANDONED, "queue" => queue.clone()),
             receive_count: histogram!(RECEIVE_COUNT, "queue" => queue.clone()),
-            last_receive: counter!(LAST_RECEIVE, "queue" => queue.clone()),
-            redrive: counter!(REDRIVE, "queue" => queue.clone()),
             in_flight: gauge!(IN_FLIGHT, "queue" => queue.clone()),
             prefetched: gauge!(PREFETCHED, "queue" => queue.clone()),
             parked: Arc::new(Parked::new(gauge!(PARKED, "queue" => queue.clone()))),
@@ -479,21 +387,22 @@ impl QueueMetrics {
         self.stats.snapshot()
     }
 
+    /// Counts `n` more of `tally`, for exporters and in the engine's cells.
+    fn count(&self, tally: Tally, n: u64) {
+        self.counts[tally.index()].increment(n);
+        self.stats.add(tally, n);
+    }
+
     pub(crate) fn call(&self, action: Action, ok: bool) {
-        self.calls[action.index()][usize::from(!ok)].increment(1);
-        self.stats.calls[action.index()][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Call(action, ok), 1);
     }
 
     pub(crate) fn received(&self, messages: usize) {
-        self.received.increment(messages as u64);
-        self.stats
-            .received
-            .fetch_add(messages as u64, Ordering::Relaxed);
+        self.count(Tally::Received, messages as u64);
     }
 
     pub(crate) fn settled(&self, outcome: &Outcome, ok: bool, lane: Lane, latency_secs: f64) {
-        self.settlements[outcome.index()][usize::from(!ok)].increment(1);
-        self.stats.settlements[outcome.index()][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Settled(outcome.index(), ok), 1);
         self.settle_latency[lane.index()].record(latency_secs);
         // SQS applied the delay: the message is invisible, and no consumer holds it.
         if let (Outcome::RetryAfter(delay), true) = (outcome, ok) {
@@ -510,51 +419,44 @@ impl QueueMetrics {
     pub(crate) fn flushed(&self, lane: Lane, reason: FlushReason, entries: usize) {
         self.flushes[lane.index()][reason.index()].increment(1);
         self.batch_entries[lane.index()].record(entries as f64);
-        self.stats.entries[lane.index()].fetch_add(entries as u64, Ordering::Relaxed);
+        self.count(Tally::Entries(lane), entries as u64);
     }
 
     pub(crate) fn entries_retried(&self, lane: Lane, entries: usize) {
         self.entry_retries[lane.index()].increment(entries as u64);
-        self.stats.entries[lane.index()].fetch_add(entries as u64, Ordering::Relaxed);
+        self.count(Tally::Entries(lane), entries as u64);
     }
 
     pub(crate) fn late(&self) {
-        self.late.increment(1);
-        self.stats.late.fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Late, 1);
     }
 
     pub(crate) fn extension(&self, ok: bool) {
-        self.extensions[usize::from(!ok)].increment(1);
-        self.stats.extensions[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Extension(ok), 1);
     }
 
     pub(crate) fn receive_abandoned(&self) {
-        self.abandoned.increment(1);
-        self.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Abandoned, 1);
     }
 
     pub(crate) fn delivered(&self, receive_count: u32, at_last_receive: bool) {
         self.receive_count.record(f64::from(receive_count));
         if at_last_receive {
-            self.last_receive.increment(1);
-            self.stats.last_receive.fetch_add(1, Ordering::Relaxed);
+            self.count(Tally::LastReceive, 1);
         }
     }
 
     pub(crate) fn redrive(&self) {
-        self.redrive.increment(1);
-        self.stats.redrive.fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Redrive, 1);
     }
 
     /// A message is now held by the engine (`+1`) or no longer (`-1`).
     pub(crate) fn in_flight(&self, delta: f64) {
         self.in_flight.increment(delta);
         if delta >= 0.0 {
-            self.stats.held.fetch_add(delta as u64, Ordering::Relaxed);
+            self.stats.hold(delta as u64);
         } else {
-            self.stats
-                .held
-                .fetch_sub((-delta) as u64, Ordering::Relaxed);
+            self.stats.release((-delta) as u64);
         }
     }
 
@@ -598,20 +500,15 @@ impl QueueMetrics {
     }
 
     pub(crate) fn unsettled(&self) {
-        self.unsettled.increment(1);
-        self.stats.unsettled.fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Unsettled, 1);
     }
 
     /// A message received was not handed out: its visibility had lapsed.
     pub(crate) fn lapsed(&self) {
-        self.lapsed.increment(1);
-        self.stats.lapsed.fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::Lapsed, 1);
     }
 
     pub(crate) fn returned_for_order(&self) {
-        self.returned_for_order.increment(1);
-        self.stats
-            .returned_for_order
-            .fetch_add(1, Ordering::Relaxed);
+        self.count(Tally::ReturnedForOrder, 1);
     }
 }

@@ -3,36 +3,51 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Action;
+use super::names::Action;
+use super::tally::{TALLIES, Tally};
 use crate::handle::outcome::Outcome;
 use crate::sqs::lane::Lane;
 
-/// The shared counters behind [`Stats`].
-#[derive(Debug, Default)]
+/// The shared counters behind [`Stats`]: one cell per [`Tally`], and the messages held.
+#[derive(Debug)]
 pub(crate) struct StatsCells {
-    pub(super) calls: [[AtomicU64; 2]; 7],
-    pub(super) received: AtomicU64,
-    pub(super) settlements: [[AtomicU64; 2]; 4],
-    pub(super) entries: [AtomicU64; 2],
-    pub(super) late: AtomicU64,
-    pub(super) unsettled: AtomicU64,
-    pub(super) lapsed: AtomicU64,
-    pub(super) returned_for_order: AtomicU64,
-    pub(super) extensions: [AtomicU64; 2],
-    pub(super) last_receive: AtomicU64,
-    pub(super) redrive: AtomicU64,
-    pub(super) abandoned: AtomicU64,
-    pub(super) held: AtomicU64,
+    cells: [AtomicU64; TALLIES],
+    held: AtomicU64,
+}
+
+impl Default for StatsCells {
+    fn default() -> Self {
+        Self {
+            cells: std::array::from_fn(|_| AtomicU64::new(0)),
+            held: AtomicU64::new(0),
+        }
+    }
 }
 
 impl StatsCells {
+    /// Counts `n` more of `tally`.
+    pub(super) fn add(&self, tally: Tally, n: u64) {
+        self.cells[tally.index()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Messages held now: `n` more.
+    pub(super) fn hold(&self, n: u64) {
+        self.held.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Messages held now: `n` fewer.
+    pub(super) fn release(&self, n: u64) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> Stats {
-        let load = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
-        let pair = |cells: &[AtomicU64; 2]| Count {
-            ok: load(&cells[0]),
-            failed: load(&cells[1]),
+        let load = |tally: Tally| self.cells[tally.index()].load(Ordering::Relaxed);
+        let count = |tally: &dyn Fn(bool) -> Tally| Count {
+            ok: load(tally(true)),
+            failed: load(tally(false)),
         };
-        let call = |action: Action| pair(&self.calls[action.index()]);
+        let call = |action: Action| count(&|ok| Tally::Call(action, ok));
+        let settled = |outcome: Outcome| count(&|ok| Tally::Settled(outcome.index(), ok));
         Stats {
             receive_message: call(Action::ReceiveMessage),
             delete_message_batch: call(Action::DeleteMessageBatch),
@@ -41,22 +56,22 @@ impl StatsCells {
             get_queue_attributes: call(Action::GetQueueAttributes),
             set_queue_attributes: call(Action::SetQueueAttributes),
             create_queue: call(Action::CreateQueue),
-            messages_received: load(&self.received),
-            acked: pair(&self.settlements[Outcome::Ack.index()]),
-            dropped: pair(&self.settlements[Outcome::Drop.index()]),
-            retried: pair(&self.settlements[Outcome::Retry.index()]),
-            retried_after: pair(&self.settlements[Outcome::RetryAfter(Default::default()).index()]),
-            delete_entries: load(&self.entries[Lane::Delete.index()]),
-            visibility_entries: load(&self.entries[Lane::Visibility.index()]),
-            late_settlements: load(&self.late),
-            unsettled: load(&self.unsettled),
-            lapsed: load(&self.lapsed),
-            returned_for_order: load(&self.returned_for_order),
-            extensions: pair(&self.extensions),
-            at_last_receive: load(&self.last_receive),
-            redrive_returns: load(&self.redrive),
-            abandoned_receives: load(&self.abandoned),
-            in_flight: load(&self.held),
+            messages_received: load(Tally::Received),
+            acked: settled(Outcome::Ack),
+            dropped: settled(Outcome::Drop),
+            retried: settled(Outcome::Retry),
+            retried_after: settled(Outcome::RetryAfter(Default::default())),
+            delete_entries: load(Tally::Entries(Lane::Delete)),
+            visibility_entries: load(Tally::Entries(Lane::Visibility)),
+            late_settlements: load(Tally::Late),
+            unsettled: load(Tally::Unsettled),
+            lapsed: load(Tally::Lapsed),
+            returned_for_order: load(Tally::ReturnedForOrder),
+            extensions: count(&Tally::Extension),
+            at_last_receive: load(Tally::LastReceive),
+            redrive_returns: load(Tally::Redrive),
+            abandoned_receives: load(Tally::Abandoned),
+            in_flight: self.held.load(Ordering::Relaxed),
         }
     }
 }
