@@ -374,11 +374,9 @@ impl GatedRun {
             // concurrency. At a latency, the engine's defaults, as a user runs it, against the
             // ceiling's many loops.
             receivers: self.latency.is_none().then_some(16),
-            // On LocalStack the naive loop and ruststream-sqs-sns move some 250 messages a
-            // second: a quarter of the count measures their rate and CPU as well, in a quarter
-            // of the time. At a latency they move some 600 and 3,800 a second, and the gate
-            // does not hold them to anything there: a quarter of the count, for three times the
-            // repetitions.
+            // The naive loop and ruststream-sqs-sns are slow on LocalStack and at a latency: a
+            // quarter of the count measures their rate and CPU as well, in a quarter of the
+            // time (docs/benchmarks.md, "The load test's own settings").
             slow_scale: if self.target == TargetKind::Localstack {
                 0.25
             } else if self.latency.is_none() {
