@@ -9,6 +9,7 @@
 mod dedup;
 mod error;
 mod messages;
+mod redrive;
 pub mod rules;
 mod seq_map;
 #[cfg(test)]
@@ -18,4 +19,5 @@ mod views;
 pub use dedup::Deduplication;
 pub use error::{ErrorKind, ModelError};
 pub use messages::Messages;
+pub use redrive::RedrivePolicy;
 pub use views::{Counts, Message, Received, Redriven, Standing};

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::errors::{invalid, not_found};
 use super::journal::{Applied, Change};
+use super::model::RedrivePolicy;
 use super::model::rules::{
     MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_BYTES, check_body, check_fifo_ids, check_size,
     valid_attribute_name, valid_queue_name, valid_text,
@@ -19,7 +20,6 @@ use super::sent::SentMessage;
 use super::topic::Topic;
 use crate::api::{CallError, SendEntry};
 use crate::attribute::AttributeValue;
-use crate::bounded::MaxReceiveCount;
 use crate::limits::MAX_VISIBILITY_SECS;
 
 #[derive(Default)]
@@ -39,17 +39,6 @@ pub(super) struct State {
     /// The topics, by name (feature `sns`).
     #[cfg(feature = "sns")]
     pub(super) topics: HashMap<String, Topic>,
-}
-
-/// A value of the two keys of a redrive policy: `"key":"value"` or `"key":value`.
-pub(super) fn json_value<'a>(json: &'a str, key: &str) -> Option<&'a str> {
-    let start = json.find(&format!("\"{key}\""))? + key.len() + 2;
-    let rest = json[start..].trim_start().strip_prefix(':')?.trim_start();
-    if let Some(quoted) = rest.strip_prefix('"') {
-        quoted.split('"').next()
-    } else {
-        rest.split([',', '}']).next().map(str::trim)
-    }
 }
 
 impl State {
@@ -242,38 +231,14 @@ impl State {
                 "ContentBasedDeduplication" if fifo => {}
                 "Policy" => {}
                 "RedrivePolicy" => {
-                    let arn = json_value(value, "deadLetterTargetArn").unwrap_or_default();
-                    let count = json_value(value, "maxReceiveCount")
-                        .and_then(|count| count.parse::<u32>().ok())
-                        .filter(|count| MaxReceiveCount::contains(*count));
-                    let Some(count) = count else {
-                        return Err(invalid(
-                            "InvalidAttributeValue",
-                            format!(
-                                "the redrive policy `{value}` needs a maxReceiveCount from {} to {}",
-                                MaxReceiveCount::MIN,
-                                MaxReceiveCount::MAX
-                            ),
-                        ));
-                    };
-                    let Some(dead_letter) = self.queue_by_arn(arn) else {
-                        return Err(invalid(
-                            "InvalidAttributeValue",
-                            format!("the dead-letter queue `{arn}` does not exist"),
-                        ));
-                    };
-                    if dead_letter.fifo != fifo {
-                        return Err(invalid(
-                            "InvalidAttributeValue",
-                            format!(
-                                "the dead-letter queue `{}` is not of the same kind (FIFO or standard) as `{name}`",
-                                dead_letter.name
-                            ),
-                        ));
-                    }
+                    let policy = RedrivePolicy::parse(value)?;
+                    let target = self
+                        .queue_by_arn(&policy.dead_letter_arn)
+                        .map(|queue| (queue.name.as_str(), queue.fifo));
+                    let dead_letter = policy.check_target(name, fifo, target)?.to_owned();
                     redrive = Some(Redrive {
-                        dead_letter: dead_letter.name.clone(),
-                        max_receive_count: count,
+                        dead_letter,
+                        max_receive_count: policy.max_receive_count,
                     });
                 }
                 other => {

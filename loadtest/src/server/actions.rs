@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqs_engine::limits::{MAX_BATCH_ENTRIES, MAX_WAIT_SECS};
+use sqs_engine::testing::model::RedrivePolicy;
 use sqs_engine::testing::model::rules::{self, check_batch_size};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -24,7 +25,9 @@ use super::protocol::{
     SendMessageOutput, SetQueueAttributesInput, SqsError, SystemAttributes, attributes_size,
     input_error, md5_of_attributes, sequence_text,
 };
-use super::queue::{Delivery, MessageData, Prepared, Queue, valid_queue_name, visibility_timeout};
+use super::queue::{
+    DeadLettered, Delivery, MessageData, Prepared, Queue, valid_queue_name, visibility_timeout,
+};
 
 /// The most queue URLs one `ListQueues` answers.
 const MAX_LIST_RESULTS: usize = 1000;
@@ -276,6 +279,8 @@ impl Sqs {
                 queue_url: queue.url.clone(),
             });
         }
+        let fifo = name.ends_with(".fifo");
+        check_dead_letter(&queues, &name, fifo, &input.attributes)?;
         let incarnation = self.next_incarnation.fetch_add(1, Ordering::Relaxed);
         let queue = Queue::new(&name, &self.base_url, incarnation, &input.attributes)?;
         let queue_url = queue.url.clone();
@@ -304,9 +309,35 @@ impl Sqs {
 
     /// `SetQueueAttributes`.
     fn set_queue_attributes(&self, input: &SetQueueAttributesInput) -> Result<Empty, SqsError> {
-        self.queue(&input.queue_url)?
-            .set_attributes(&input.attributes)?;
+        let queue = self.queue(&input.queue_url)?;
+        {
+            let queues = self.queues.read().unwrap_or_else(PoisonError::into_inner);
+            check_dead_letter(&queues, &queue.name, queue.fifo, &input.attributes)?;
+        }
+        queue.set_attributes(&input.attributes)?;
         Ok(Empty {})
+    }
+
+    /// Stores in their dead-letter queue the messages a receive on `queue` moved out by its
+    /// redrive policy. A dead-letter queue deleted since the policy was set takes nothing: the
+    /// messages are gone, with a warning.
+    fn dead_letter(&self, queue: &Queue, dead_lettered: DeadLettered) {
+        let target = {
+            let queues = self.queues.read().unwrap_or_else(PoisonError::into_inner);
+            queue_by_arn(&queues, &dead_lettered.dead_letter_arn).cloned()
+        };
+        match target {
+            Some(target) if !target.is_deleted() => {
+                target.store_dead_lettered(dead_lettered.messages);
+            }
+            _ => tracing::warn!(
+                queue = queue.name,
+                dead_letter = dead_lettered.dead_letter_arn,
+                messages = dead_lettered.messages.len(),
+                "the dead-letter queue no longer exists: the messages its redrive policy moved \
+                 out are lost"
+            ),
+        }
     }
 
     /// `ListQueues`: the queues whose name starts with the prefix, in name order, paged
@@ -463,6 +494,9 @@ impl Sqs {
                 ));
             }
             let next_deadline = queue.receive(max, visibility, &mut deliveries);
+            if let Some(dead_lettered) = queue.take_dead_lettered() {
+                self.dead_letter(&queue, dead_lettered);
+            }
             let now = Instant::now();
             if !deliveries.is_empty() || now >= give_up || self.stopping.is_cancelled() {
                 break;
@@ -559,6 +593,39 @@ fn batch_output(results: impl Iterator<Item = (String, Result<(), SqsError>)>) -
 
 /// Checks the entry ids of a batch: 1 to 10 entries, each id 1 to 80 letters, digits, `-`
 /// and `_`, no two alike.
+/// The queue among `queues` whose ARN is `arn`.
+fn queue_by_arn<'a>(queues: &'a HashMap<String, Arc<Queue>>, arn: &str) -> Option<&'a Arc<Queue>> {
+    let name = arn.rsplit(':').next()?;
+    queues.get(name).filter(|queue| queue.arn == arn)
+}
+
+/// Checks the dead-letter queue of the `RedrivePolicy` among `attributes`, if one is set,
+/// for queue `name` (FIFO when `fifo`): it must be another queue of the same kind among
+/// `queues`. What the policy itself says is checked with the other attributes.
+///
+/// # Errors
+///
+/// `InvalidAttributeValue` as [`RedrivePolicy::check_target`] answers it.
+fn check_dead_letter(
+    queues: &HashMap<String, Arc<Queue>>,
+    name: &str,
+    fifo: bool,
+    attributes: &HashMap<String, String>,
+) -> Result<(), SqsError> {
+    let Some(value) = attributes
+        .get("RedrivePolicy")
+        .filter(|value| !value.is_empty())
+    else {
+        return Ok(());
+    };
+    let policy = RedrivePolicy::parse(value)?;
+    let target = queue_by_arn(queues, &policy.dead_letter_arn)
+        .filter(|queue| !queue.is_deleted())
+        .map(|queue| (queue.name.as_str(), queue.fifo));
+    policy.check_target(name, fifo, target)?;
+    Ok(())
+}
+
 fn check_batch<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), SqsError> {
     rules::check_batch(ids.len())?;
     let mut seen = HashSet::with_capacity(MAX_BATCH_ENTRIES);

@@ -18,8 +18,11 @@
 //! the engine's SQS model (`sqs_engine::testing::model`), as the engine's in-process SQS
 //! keeps them, so the two hand out messages in the same order.
 //!
-//! What it does not: redrive to a dead-letter queue (`RedrivePolicy` is stored and reported,
-//! never applied), message retention, tags, permissions, signature checks (any credentials
+//! A queue's `RedrivePolicy` applies as on SQS: a receive that comes upon a message already
+//! received `maxReceiveCount` times moves it, visible, to the dead-letter queue, which must
+//! exist and be of the queue's kind (the rules are the model's, `RedrivePolicy`).
+//!
+//! What it does not: message retention, tags, permissions, signature checks (any credentials
 //! are accepted), and persistence. A receipt handle that
 //! is not the latest of its message (the message was received again since, or deleted) gets
 //! the answer SQS documents for a delete (success, nothing deleted), as in the engine's
@@ -59,6 +62,8 @@ mod protocol;
 mod query;
 mod queue;
 mod receipt;
+#[cfg(test)]
+mod redrive_tests;
 mod sns;
 #[cfg(test)]
 mod sns_tests;

@@ -20,7 +20,7 @@ use sqs_engine::testing::model::rules::{
     MAX_DELAY_SECS, MAX_MESSAGE_BYTES, MAX_VISIBILITY_SECS, MAX_WAIT_SECS, check_body, check_delay,
     check_fifo_ids, check_size,
 };
-use sqs_engine::testing::model::{Deduplication, Messages, Received};
+use sqs_engine::testing::model::{Deduplication, Messages, Received, RedrivePolicy, Redriven};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -134,6 +134,15 @@ pub(crate) struct Delivery {
     pub(crate) first_receive_millis: u64,
 }
 
+/// The messages one receive moved out by the queue's redrive policy, and where they go.
+#[derive(Debug)]
+pub(crate) struct DeadLettered {
+    /// The dead-letter queue's ARN.
+    pub(crate) dead_letter_arn: String,
+    /// The messages, oldest first.
+    pub(crate) messages: Vec<Redriven<Arc<MessageData>>>,
+}
+
 /// The settings of a queue that its attributes give, parsed.
 #[derive(Debug, Clone, Copy)]
 struct Settings {
@@ -158,6 +167,9 @@ struct State {
     last_modified_secs: u64,
     /// The messages and where each stands.
     messages: Messages<Arc<MessageData>>,
+    /// The redrive policy, when one is set: the model moves the messages out, the server
+    /// into the dead-letter queue.
+    redrive: Option<RedrivePolicy>,
     /// A FIFO queue's deduplication ids, each with the message id and sequence number first
     /// sent with it; `None` on a standard queue.
     deduplication: Option<Box<Deduplication<(String, u64)>>>,
@@ -241,6 +253,7 @@ impl Queue {
             },
             last_modified_secs: now_secs,
             messages: Messages::new(fifo),
+            redrive: None,
             deduplication: fifo.then(Box::default),
             deleted_ages: Histogram::new_with_bounds(1, MAX_AGE_MICROS, 3)
                 .expect("1 µs..=10 min at 3 significant digits are valid histogram bounds"),
@@ -513,6 +526,8 @@ impl Queue {
     /// `visibility`.
     /// Also answers the earliest deadline of an invisible message, when there is one: when
     /// a long poll that found nothing should look again.
+    /// A message the redrive policy moves out instead waits for
+    /// [`take_dead_lettered`](Self::take_dead_lettered).
     pub(crate) fn receive(
         &self,
         max: usize,
@@ -544,6 +559,33 @@ impl Queue {
             },
         ));
         state.messages.next_deadline()
+    }
+
+    /// The messages receives moved out by the redrive policy since the last call, and the
+    /// dead-letter queue they go to.
+    pub(crate) fn take_dead_lettered(&self) -> Option<DeadLettered> {
+        let mut state = self.lock();
+        let messages = state.messages.take_redriven();
+        if messages.is_empty() {
+            return None;
+        }
+        let dead_letter_arn = state.redrive.as_ref()?.dead_letter_arn.clone();
+        Some(DeadLettered {
+            dead_letter_arn,
+            messages,
+        })
+    }
+
+    /// Stores, visible at once, the messages another queue's receive moved out by its redrive
+    /// policy, with the receive counts they had there.
+    pub(crate) fn store_dead_lettered(&self, messages: Vec<Redriven<Arc<MessageData>>>) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        for message in messages {
+            state.messages.store_redriven(message, now);
+        }
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// Deletes the message of `handle` when it is its latest receive. A stale handle (the
@@ -662,6 +704,7 @@ impl State {
         attributes: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) -> Result<(), SqsError> {
         let mut settings = self.settings;
+        let mut redrive = None;
         let mut changes = Vec::new();
         for (name, value) in attributes {
             let Some((name, default)) = SETTABLE_ATTRIBUTES
@@ -709,7 +752,14 @@ impl State {
                 "SqsManagedSseEnabled" | "ContentBasedDeduplication" => {
                     parse_bool(name, value)?;
                 }
-                "RedrivePolicy" | "RedriveAllowPolicy" | "Policy" if !value.is_empty() => {
+                "RedrivePolicy" => {
+                    redrive = Some(if value.is_empty() {
+                        None
+                    } else {
+                        Some(RedrivePolicy::parse(value)?)
+                    });
+                }
+                "RedriveAllowPolicy" | "Policy" if !value.is_empty() => {
                     let parsed: Result<serde_json::Map<String, serde_json::Value>, _> =
                         serde_json::from_str(value);
                     if let Err(error) = parsed {
@@ -724,6 +774,11 @@ impl State {
             changes.push((*name, default.is_none() && value.is_empty(), value.clone()));
         }
         self.settings = settings;
+        if let Some(redrive) = redrive {
+            self.messages
+                .set_max_receive_count(redrive.as_ref().map(|policy| policy.max_receive_count));
+            self.redrive = redrive;
+        }
         for (name, remove, value) in changes {
             if remove {
                 self.attributes.remove(name);

@@ -23,7 +23,7 @@ use super::EmbeddedSqs;
 use super::protocol::md5_hex;
 
 /// A server on a free loopback port, and a client configured for it.
-async fn start() -> (EmbeddedSqs, Client) {
+pub(super) async fn start() -> (EmbeddedSqs, Client) {
     let addr: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
     let server = EmbeddedSqs::start(addr).expect("the server starts");
     let config = aws_sdk_sqs::Config::builder()
@@ -36,7 +36,11 @@ async fn start() -> (EmbeddedSqs, Client) {
 }
 
 /// Creates queue `name` with `attributes`; answers its URL.
-async fn create(client: &Client, name: &str, attributes: &[(QueueAttributeName, &str)]) -> String {
+pub(super) async fn create(
+    client: &Client,
+    name: &str,
+    attributes: &[(QueueAttributeName, &str)],
+) -> String {
     let mut call = client.create_queue().queue_name(name);
     for (attribute, value) in attributes {
         call = call.attributes(attribute.clone(), *value);
@@ -49,7 +53,7 @@ async fn create(client: &Client, name: &str, attributes: &[(QueueAttributeName, 
 }
 
 /// The named attributes of queue `url`.
-async fn attributes(client: &Client, url: &str) -> HashMap<QueueAttributeName, String> {
+pub(super) async fn attributes(client: &Client, url: &str) -> HashMap<QueueAttributeName, String> {
     client
         .get_queue_attributes()
         .queue_url(url)
@@ -62,7 +66,7 @@ async fn attributes(client: &Client, url: &str) -> HashMap<QueueAttributeName, S
 }
 
 /// Sends `body` to `url`.
-async fn send(client: &Client, url: &str, body: &str) {
+pub(super) async fn send(client: &Client, url: &str, body: &str) {
     client
         .send_message()
         .queue_url(url)
@@ -85,7 +89,7 @@ async fn delete(client: &Client, url: &str, handle: &str) {
 
 /// Receives up to `max` messages, waiting up to `wait` seconds, with `visibility` when
 /// given, asking for all attributes as the engine does.
-async fn receive(
+pub(super) async fn receive(
     client: &Client,
     url: &str,
     max: i32,
@@ -109,7 +113,7 @@ async fn receive(
 
 /// The `ApproximateNumberOfMessages` and `ApproximateNumberOfMessagesNotVisible` of queue
 /// `url`.
-async fn visible_and_in_flight(client: &Client, url: &str) -> [String; 2] {
+pub(super) async fn visible_and_in_flight(client: &Client, url: &str) -> [String; 2] {
     let mut all = attributes(client, url).await;
     [
         QueueAttributeName::ApproximateNumberOfMessages,
@@ -141,7 +145,7 @@ fn assert_one_failed(failed: &[BatchResultErrorEntry], id: &str, code: &str) {
 }
 
 /// The `ApproximateReceiveCount` of `message`.
-fn receive_count(message: &aws_sdk_sqs::types::Message) -> u32 {
+pub(super) fn receive_count(message: &aws_sdk_sqs::types::Message) -> u32 {
     message
         .attributes()
         .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
@@ -215,6 +219,7 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
     assert!(!all.contains_key(&QueueAttributeName::RedrivePolicy));
     assert!(!all.contains_key(&QueueAttributeName::FifoQueue));
 
+    create(&client, "dlq", &[]).await;
     let redrive =
         r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":"3"}"#;
     client
@@ -273,7 +278,9 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
         .await
         .expect("ListQueues succeeds");
     assert_eq!(page.queue_urls().len(), 2);
-    let token = page.next_token().expect("a third queue is on another page");
+    let token = page
+        .next_token()
+        .expect("the third and fourth queues are on another page");
     let rest = client
         .list_queues()
         .max_results(2)
@@ -281,7 +288,7 @@ async fn queues_are_created_found_listed_configured_purged_and_deleted() {
         .send()
         .await
         .expect("ListQueues succeeds");
-    assert_eq!(rest.queue_urls().len(), 1);
+    assert_eq!(rest.queue_urls().len(), 2);
     assert_eq!(rest.next_token(), None);
 
     send(&client, &url, "a").await;
